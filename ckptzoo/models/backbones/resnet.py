@@ -1,0 +1,348 @@
+"""ResNet (mmdet 2.x arguments, torchvision state-dict keys) with exact activation checkpointing.
+
+``with_cp`` checkpoints each block's ``_inner_forward`` (convs, norms, downsample, residual add;
+the last ReLU stays outside, as in mmdet) and, unlike mmdet and timm, also the stem when it is
+trainable: the stem's 112x112 activations are the largest of the network. Through
+:mod:`ckptzoo.models.checkpoint`, the first trainable block behind a frozen stage is
+checkpointed too (mmdet skips it because its input does not require grad).
+"""
+import warnings
+
+import torch.nn as nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from ...registry import MODELS
+from ...runner.checkpoint import load_checkpoint
+from ..checkpoint import checkpoint
+from ..utils import build_norm_layer
+
+
+def _conv3x3(in_planes, out_planes, stride=1, dilation=1):
+    return nn.Conv2d(in_planes, out_planes, 3, stride=stride, padding=dilation,
+                     dilation=dilation, bias=False)
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None, style='pytorch',
+                 with_cp=False, cp_use_reentrant=False, norm_cfg=dict(type='BN')):
+        super().__init__()
+        self.norm1_name, norm1 = build_norm_layer(norm_cfg, planes, postfix=1)
+        self.norm2_name, norm2 = build_norm_layer(norm_cfg, planes, postfix=2)
+        self.conv1 = _conv3x3(inplanes, planes, stride, dilation)
+        self.add_module(self.norm1_name, norm1)
+        self.conv2 = _conv3x3(planes, planes)
+        self.add_module(self.norm2_name, norm2)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+        self.stride = stride
+        self.dilation = dilation
+        self.with_cp = with_cp
+        self.cp_use_reentrant = cp_use_reentrant
+
+    @property
+    def norm1(self):
+        return getattr(self, self.norm1_name)
+
+    @property
+    def norm2(self):
+        return getattr(self, self.norm2_name)
+
+    @property
+    def last_norm(self):
+        return self.norm2
+
+    def _inner_forward(self, x):
+        identity = x
+        out = self.relu(self.norm1(self.conv1(x)))
+        out = self.norm2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        return out + identity
+
+    def forward(self, x):
+        if self.with_cp:
+            out = checkpoint(self._inner_forward, x, use_reentrant=self.cp_use_reentrant)
+        else:
+            out = self._inner_forward(x)
+        return self.relu(out)
+
+
+class Bottleneck(BasicBlock):
+    expansion = 4
+
+    def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None, style='pytorch',
+                 with_cp=False, cp_use_reentrant=False, norm_cfg=dict(type='BN')):
+        nn.Module.__init__(self)
+        if style not in ('pytorch', 'caffe'):
+            raise ValueError(f"style must be 'pytorch' or 'caffe', got {style!r}")
+        # pytorch style puts the stride on the 3x3 conv, caffe style on the first 1x1 conv
+        conv1_stride, conv2_stride = (1, stride) if style == 'pytorch' else (stride, 1)
+        self.norm1_name, norm1 = build_norm_layer(norm_cfg, planes, postfix=1)
+        self.norm2_name, norm2 = build_norm_layer(norm_cfg, planes, postfix=2)
+        self.norm3_name, norm3 = build_norm_layer(norm_cfg, planes * self.expansion, postfix=3)
+        self.conv1 = nn.Conv2d(inplanes, planes, 1, stride=conv1_stride, bias=False)
+        self.add_module(self.norm1_name, norm1)
+        self.conv2 = _conv3x3(planes, planes, conv2_stride, dilation)
+        self.add_module(self.norm2_name, norm2)
+        self.conv3 = nn.Conv2d(planes, planes * self.expansion, 1, bias=False)
+        self.add_module(self.norm3_name, norm3)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+        self.stride = stride
+        self.dilation = dilation
+        self.with_cp = with_cp
+        self.cp_use_reentrant = cp_use_reentrant
+
+    @property
+    def norm3(self):
+        return getattr(self, self.norm3_name)
+
+    @property
+    def last_norm(self):
+        return self.norm3
+
+    def _inner_forward(self, x):
+        identity = x
+        out = self.relu(self.norm1(self.conv1(x)))
+        out = self.relu(self.norm2(self.conv2(out)))
+        out = self.norm3(self.conv3(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        return out + identity
+
+
+class ResLayer(nn.Sequential):
+    """One stage: ``num_blocks`` blocks, the first one changing stride / width (mmdet's)."""
+
+    def __init__(self, block, inplanes, planes, num_blocks, stride=1, dilation=1,
+                 avg_down=False, norm_cfg=dict(type='BN'), **block_kwargs):
+        downsample = None
+        if stride != 1 or inplanes != planes * block.expansion:
+            layers = []
+            conv_stride = stride
+            if avg_down and stride != 1:
+                conv_stride = 1
+                layers.append(nn.AvgPool2d(stride, stride, ceil_mode=True,
+                                           count_include_pad=False))
+            layers += [nn.Conv2d(inplanes, planes * block.expansion, 1, stride=conv_stride,
+                                 bias=False),
+                       build_norm_layer(norm_cfg, planes * block.expansion)[1]]
+            downsample = nn.Sequential(*layers)
+        blocks = [block(inplanes, planes, stride, dilation, downsample, norm_cfg=norm_cfg,
+                        **block_kwargs)]
+        for _ in range(1, num_blocks):
+            blocks.append(block(planes * block.expansion, planes, 1, dilation,
+                                norm_cfg=norm_cfg, **block_kwargs))
+        super().__init__(*blocks)
+
+
+def _per_stage(value, num_stages, name):
+    if isinstance(value, bool):
+        return (value, ) * num_stages
+    if isinstance(value, (list, tuple)) and len(value) == num_stages \
+            and all(isinstance(v, bool) for v in value):
+        return tuple(value)
+    raise ValueError(f'{name} must be a bool or a tuple of {num_stages} bools (one per stage), '
+                     f'got {value!r}')
+
+
+@MODELS.register_module()
+class ResNet(nn.Module):
+    """ResNet backbone, mmdet 2.x arguments.
+
+    Args:
+        depth (int): 18, 34 (BasicBlock), 50, 101, 152 (Bottleneck).
+        with_cp (bool | tuple[bool]): activation checkpointing, for all stages or per stage.
+            The stem follows the first stage's flag and is checkpointed only while trainable.
+        cp_use_reentrant (bool): use torch's reentrant checkpoint instead of the default
+            non-reentrant one (which also checkpoints a trainable block behind a frozen stage).
+        frozen_stages (int): stages to freeze (stem and the first ``frozen_stages`` stages);
+            -1 freezes nothing, 0 the stem only.
+        norm_eval (bool): keep BatchNorm layers in eval mode while training.
+        init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH or 'torchvision://NAME')``;
+            resolved offline (see :mod:`ckptzoo.runner.checkpoint`).
+    """
+
+    arch_settings = {
+        18: (BasicBlock, (2, 2, 2, 2)),
+        34: (BasicBlock, (3, 4, 6, 3)),
+        50: (Bottleneck, (3, 4, 6, 3)),
+        101: (Bottleneck, (3, 4, 23, 3)),
+        152: (Bottleneck, (3, 8, 36, 3)),
+    }
+
+    def __init__(self, depth, in_channels=3, stem_channels=None, base_channels=64,
+                 num_stages=4, strides=(1, 2, 2, 2), dilations=(1, 1, 1, 1),
+                 out_indices=(0, 1, 2, 3), style='pytorch', deep_stem=False, avg_down=False,
+                 frozen_stages=-1, conv_cfg=None, norm_cfg=dict(type='BN', requires_grad=True),
+                 norm_eval=True, dcn=None, stage_with_dcn=(False, False, False, False),
+                 plugins=None, with_cp=False, cp_use_reentrant=False, zero_init_residual=True,
+                 pretrained=None, init_cfg=None):
+        super().__init__()
+        if depth not in self.arch_settings:
+            raise ValueError(f'invalid depth {depth!r} for ResNet: allowed are '
+                           f'{", ".join(map(str, self.arch_settings))}')
+        if not (isinstance(num_stages, int) and 1 <= num_stages <= 4):
+            raise ValueError(f'num_stages must be an int in 1..4, got {num_stages!r}')
+        if len(strides) < num_stages or len(dilations) < num_stages:
+            raise ValueError(f'strides and dilations need {num_stages} entries (num_stages), '
+                             f'got strides={strides!r}, dilations={dilations!r}')
+        out_indices = tuple(out_indices)
+        if not out_indices or any(not 0 <= i < num_stages for i in out_indices):
+            raise ValueError(f'out_indices must be stage indices in 0..{num_stages - 1} '
+                             f'(num_stages={num_stages}), got {out_indices!r}')
+        if style not in ('pytorch', 'caffe'):
+            raise ValueError(f"style must be 'pytorch' or 'caffe', got {style!r}")
+        if not (isinstance(frozen_stages, int) and -1 <= frozen_stages <= num_stages):
+            raise ValueError(f'frozen_stages must be an int in -1..{num_stages}, '
+                             f'got {frozen_stages!r}')
+        for name, value in (('conv_cfg', conv_cfg), ('dcn', dcn), ('plugins', plugins)):
+            if value is not None:
+                raise NotImplementedError(f'ResNet {name} is not supported, got {value!r}')
+        if any(stage_with_dcn):
+            raise NotImplementedError(f'ResNet dcn is not supported, got stage_with_dcn='
+                                      f'{stage_with_dcn!r}')
+        if pretrained is not None:
+            if init_cfg is not None:
+                raise ValueError('give pretrained or init_cfg, not both')
+            warnings.warn('pretrained is deprecated, use init_cfg=dict(type="Pretrained", '
+                          'checkpoint=...)', DeprecationWarning)
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        self.with_cp = _per_stage(with_cp, num_stages, 'with_cp')
+        self.cp_use_reentrant = cp_use_reentrant
+        self.depth = depth
+        self.stem_channels = stem_channels or base_channels
+        self.base_channels = base_channels
+        self.num_stages = num_stages
+        self.strides = strides
+        self.dilations = dilations
+        self.out_indices = out_indices
+        self.style = style
+        self.deep_stem = deep_stem
+        self.avg_down = avg_down
+        self.frozen_stages = frozen_stages
+        self.norm_cfg = norm_cfg
+        self.norm_eval = norm_eval
+        self.zero_init_residual = zero_init_residual
+        self.init_cfg = init_cfg
+        self.block, stage_blocks = self.arch_settings[depth]
+        self.stage_blocks = stage_blocks[:num_stages]
+
+        self._make_stem_layer(in_channels, self.stem_channels)
+        self.inplanes = self.stem_channels
+        self.res_layers = []
+        for i, num_blocks in enumerate(self.stage_blocks):
+            planes = base_channels * 2**i
+            layer = ResLayer(self.block, self.inplanes, planes, num_blocks, stride=strides[i],
+                             dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
+                             style=style, with_cp=self.with_cp[i],
+                             cp_use_reentrant=cp_use_reentrant)
+            self.inplanes = planes * self.block.expansion
+            name = f'layer{i + 1}'
+            self.add_module(name, layer)
+            self.res_layers.append(name)
+        self.feat_dim = self.inplanes
+        self._init_default_weights()
+        self._freeze_stages()
+
+    def _make_stem_layer(self, in_channels, stem_channels):
+        if self.deep_stem:
+            half = stem_channels // 2
+            self.stem = nn.Sequential(
+                _conv3x3(in_channels, half, stride=2), build_norm_layer(self.norm_cfg, half)[1],
+                nn.ReLU(inplace=True),
+                _conv3x3(half, half), build_norm_layer(self.norm_cfg, half)[1],
+                nn.ReLU(inplace=True),
+                _conv3x3(half, stem_channels), build_norm_layer(self.norm_cfg, stem_channels)[1],
+                nn.ReLU(inplace=True))
+        else:
+            self.conv1 = nn.Conv2d(in_channels, stem_channels, 7, stride=2, padding=3, bias=False)
+            self.norm1_name, norm1 = build_norm_layer(self.norm_cfg, stem_channels, postfix=1)
+            self.add_module(self.norm1_name, norm1)
+            self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+
+    @property
+    def norm1(self):
+        return getattr(self, self.norm1_name)
+
+    def _stem_modules(self):
+        if self.deep_stem:
+            return [self.stem, self.maxpool]
+        return [self.conv1, self.norm1, self.relu, self.maxpool]
+
+    def _stem_forward(self, x):
+        if self.deep_stem:
+            x = self.stem(x)
+        else:
+            x = self.relu(self.norm1(self.conv1(x)))
+        return self.maxpool(x)
+
+    def _init_default_weights(self):
+        """torchvision's initialisation (kaiming fan_out convs, unit norms)."""
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode='fan_out', nonlinearity='relu')
+            elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+        if self.zero_init_residual:
+            for m in self.modules():
+                if isinstance(m, BasicBlock):  # Bottleneck too
+                    nn.init.constant_(m.last_norm.weight, 0)
+
+    def init_weights(self):
+        """Load ``init_cfg=dict(type='Pretrained', checkpoint=...)`` if given."""
+        cfg = self.init_cfg
+        if cfg is None:
+            return
+        if not isinstance(cfg, dict) or cfg.get('type') != 'Pretrained' \
+                or 'checkpoint' not in cfg:
+            raise ValueError("ResNet init_cfg must be dict(type='Pretrained', checkpoint=PATH), "
+                             f'got {cfg!r}')
+        load_checkpoint(self, cfg['checkpoint'], map_location='cpu', strict=False,
+                        prefix=cfg.get('prefix'))
+
+    def _freeze_stages(self):
+        if self.frozen_stages >= 0:
+            for m in self._stem_modules():
+                m.eval()
+                for p in m.parameters():
+                    p.requires_grad = False
+        for i in range(1, self.frozen_stages + 1):
+            m = getattr(self, f'layer{i}')
+            m.eval()
+            for p in m.parameters():
+                p.requires_grad = False
+
+    def forward(self, x):
+        if self.with_cp[0]:
+            x = checkpoint(self._stem_forward, x, use_reentrant=self.cp_use_reentrant,
+                           module=self._stem_modules())
+        else:
+            x = self._stem_forward(x)
+        outs = []
+        for i, name in enumerate(self.res_layers):
+            x = getattr(self, name)(x)
+            if i in self.out_indices:
+                outs.append(x)
+        return tuple(outs)
+
+    def train(self, mode=True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self
+
+
+@MODELS.register_module()
+class ResNetV1d(ResNet):
+    """ResNet-D: deep stem and average-pool downsampling (mmdet's ResNetV1d)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(deep_stem=True, avg_down=True, **kwargs)

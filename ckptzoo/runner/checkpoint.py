@@ -1,0 +1,119 @@
+"""Checkpoint files: resolving names offline, loading safely, saving atomically.
+
+Nothing downloads at run time: ``torchvision://resnet50`` and URLs are looked up in the local
+torch hub cache and fail with a message saying where to put the file. Loading uses
+``torch.load(weights_only=True)``; saving writes a temporary file and renames it, so a crash
+during a save never corrupts the last good checkpoint.
+"""
+import os
+import os.path as osp
+import pickle
+import re
+import tempfile
+from collections import OrderedDict
+from urllib.parse import urlparse
+
+import torch
+from mmengine.runner.checkpoint import get_torchvision_models
+from mmengine.runner.checkpoint import load_state_dict as _mmengine_load_state_dict
+
+__all__ = ['resolve_checkpoint_path', 'load_file', 'load_checkpoint', 'save_checkpoint',
+           'weights_to_cpu', 'get_state_dict']
+
+
+def _hub_file(url):
+    return osp.join(torch.hub.get_dir(), 'checkpoints', osp.basename(urlparse(url).path))
+
+
+def resolve_checkpoint_path(filename):
+    """A local path for ``filename``: a path, ``torchvision://NAME`` or an http(s) URL."""
+    if not isinstance(filename, (str, os.PathLike)):
+        raise TypeError(f'checkpoint must be a path or a URL string, got {filename!r}')
+    filename = os.fspath(filename)
+    if filename.startswith('torchvision://'):
+        name = filename[len('torchvision://'):]
+        urls = get_torchvision_models()
+        if name not in urls:
+            raise ValueError(f'unknown torchvision model {name!r} in {filename!r}; '
+                             f'known: {", ".join(sorted(urls))}')
+        filename = urls[name]
+    if filename.startswith(('http://', 'https://')):
+        path = _hub_file(filename)
+        if not osp.isfile(path):
+            raise FileNotFoundError(
+                f'{filename} is not in the local torch hub cache and ckptzoo downloads nothing '
+                f'at run time: download it on a machine with internet access and put it at '
+                f'{path} (or give a local path instead)')
+        return path
+    if not osp.isfile(filename):
+        raise FileNotFoundError(f'checkpoint file not found: {filename}')
+    return filename
+
+
+def load_file(filename, map_location='cpu'):
+    """``torch.load`` with ``weights_only=True``; errors name the file."""
+    path = resolve_checkpoint_path(filename)
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise RuntimeError(
+            f'checkpoint {path} is corrupt, or holds objects other than tensors and plain '
+            f'containers (refused by torch.load(weights_only=True)): {e}') from e
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        raise RuntimeError(f'checkpoint {path} is corrupt or not a torch checkpoint: {e}') from e
+
+
+def get_state_dict(module):
+    """The state dict of ``module``, unwrapping DataParallel / DistributedDataParallel."""
+    return getattr(module, 'module', module).state_dict()
+
+
+def load_checkpoint(model, filename, map_location='cpu', strict=False, logger=None,
+                    revise_keys=((r'^module\.', ''),), prefix=None):
+    """Load ``filename`` into ``model`` and return the whole checkpoint dict.
+
+    Accepts a bare state dict or a dict with ``state_dict`` / ``model``; ``revise_keys`` are
+    (pattern, replacement) pairs applied to every key, by default stripping DDP's ``module.``.
+    ``prefix`` (e.g. ``'backbone'``) loads only the keys under it, without it (mmcv's
+    ``Pretrained(prefix=...)``).
+    """
+    checkpoint = load_file(filename, map_location)
+    if not isinstance(checkpoint, dict):
+        raise RuntimeError(f'no state dict in checkpoint {filename}: got {type(checkpoint)}')
+    state_dict = checkpoint.get('state_dict', checkpoint.get('model', checkpoint))
+    metadata = getattr(state_dict, '_metadata', OrderedDict())
+    for pattern, repl in revise_keys:
+        state_dict = OrderedDict((re.sub(pattern, repl, k), v) for k, v in state_dict.items())
+    if prefix:
+        head = prefix.rstrip('.') + '.'
+        state_dict = OrderedDict((k[len(head):], v) for k, v in state_dict.items()
+                                 if k.startswith(head))
+        if not state_dict:
+            raise KeyError(f'no key starts with prefix {prefix!r} in checkpoint {filename}')
+    state_dict._metadata = metadata
+    _mmengine_load_state_dict(getattr(model, 'module', model), state_dict, strict, logger)
+    return checkpoint
+
+
+def weights_to_cpu(state_dict):
+    out = OrderedDict((k, v.detach().cpu() if torch.is_tensor(v) else v)
+                      for k, v in state_dict.items())
+    out._metadata = getattr(state_dict, '_metadata', OrderedDict())
+    return out
+
+
+def save_checkpoint(checkpoint, filename):
+    """Write ``checkpoint`` (a dict) to ``filename`` atomically: temporary file, then rename."""
+    dirname = osp.dirname(osp.abspath(filename))
+    os.makedirs(dirname, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix='.tmp_', suffix='.pth', dir=dirname)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, filename)
+    except BaseException:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        raise
