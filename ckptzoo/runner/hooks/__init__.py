@@ -1,0 +1,3 @@
+from .hook import Hook
+
+__all__ = ['Hook']
