@@ -1,0 +1,244 @@
+"""ResNet: with_cp is exact, saves memory, loads torchvision weights, rejects bad arguments."""
+import copy
+
+import pytest
+import torch
+import torchvision
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.utils import checkpoint as torch_cp
+
+from ckptzoo.models import ResNet
+from ckptzoo.registry import build_backbone
+from ckptzoo.utils.memory import saved_tensor_bytes
+
+
+@pytest.fixture
+def count_cp(monkeypatch):
+    stats = dict(checkpoints=0)
+    real = torch_cp.checkpoint
+
+    def counting(fn, *args, **kwargs):
+        stats['checkpoints'] += 1
+        return real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(torch_cp, 'checkpoint', counting)
+    return stats
+
+
+def _expected_checkpoints(depth, frozen_stages, reentrant, input_requires_grad):
+    blocks = ResNet.arch_settings[depth][1]
+    n = 0
+    stem_trainable = frozen_stages < 0
+    if stem_trainable and (input_requires_grad or not reentrant):
+        n += 1
+    for stage, num in enumerate(blocks, 1):
+        if stage <= frozen_stages:
+            continue
+        # only the first trainable block can see an input that does not require grad
+        first_sees_grad = input_requires_grad or stem_trainable or stage > frozen_stages + 1
+        n += num - (1 if reentrant and not first_sees_grad else 0)
+    return n
+
+
+def _train_pass(model, x, weights):
+    model.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_(x.requires_grad)
+    torch.manual_seed(0)
+    outs = model(x)
+    loss = sum((o * w).sum() for o, w in zip(outs, weights))
+    loss.backward()
+    return ([o.detach() for o in outs], x.grad,
+            {n: p.grad for n, p in model.named_parameters() if p.requires_grad},
+            {n: b.clone() for n, b in model.named_buffers()})
+
+
+@pytest.mark.filterwarnings('error')
+@pytest.mark.parametrize('input_requires_grad', [True, False])
+@pytest.mark.parametrize('norm_eval', [False, True])
+@pytest.mark.parametrize('frozen_stages', [-1, 1])
+@pytest.mark.parametrize('reentrant', [False, True])
+@pytest.mark.parametrize('depth', [18, 50])
+def test_with_cp_is_exact(count_cp, depth, reentrant, frozen_stages, norm_eval,
+                          input_requires_grad):
+    """Non-reentrant runs the very same kernels: compared in float32. Reentrant backward hands
+    the convolutions gradients of another memory layout, so float32 differs at rounding level
+    (~1e-6 relative); it is compared in float64, where rounding is far below the tolerance."""
+    dtype = torch.float64 if reentrant else torch.float32
+    torch.manual_seed(depth)
+    kwargs = dict(depth=depth, base_channels=8, frozen_stages=frozen_stages,
+                  norm_eval=norm_eval, zero_init_residual=False, cp_use_reentrant=reentrant)
+    plain = ResNet(**kwargs, with_cp=False).to(dtype).train()
+    with torch.no_grad():  # non-trivial BN statistics and affine parameters
+        for m in plain.modules():
+            if isinstance(m, _BatchNorm):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    ckpt = ResNet(**kwargs, with_cp=True).to(dtype).train()
+    ckpt.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3, 32, 32, dtype=dtype, requires_grad=input_requires_grad)
+    weights = [torch.randn_like(o) for o in plain(x)]
+    plain.load_state_dict(ckpt.state_dict())  # undo the BN update of the shape probe
+
+    ref = _train_pass(plain, x, weights)
+    assert count_cp['checkpoints'] == 0
+    out = _train_pass(ckpt, x, weights)
+    assert count_cp['checkpoints'] == _expected_checkpoints(depth, frozen_stages, reentrant,
+                                                            input_requires_grad)
+
+    for a, b in zip(out[0], ref[0]):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    if input_requires_grad:
+        torch.testing.assert_close(out[1], ref[1], rtol=0, atol=1e-6)
+    assert set(out[2]) == set(ref[2])
+    for name, grad in ref[2].items():
+        assert grad is not None and out[2][name] is not None, name  # every one gets a gradient
+        torch.testing.assert_close(out[2][name], grad, rtol=0, atol=1e-6, msg=name)
+    for name, buf in ref[3].items():
+        torch.testing.assert_close(out[3][name], buf, rtol=0, atol=1e-6, msg=name)
+    frozen = [n for n, p in ckpt.named_parameters() if not p.requires_grad]
+    assert bool(frozen) == (frozen_stages >= 0)
+    assert all(dict(ckpt.named_parameters())[n].grad is None for n in frozen)
+
+
+@pytest.mark.filterwarnings('error')
+def test_no_grad_and_eval_recompute_nothing(count_cp):
+    model = ResNet(18, base_channels=8, with_cp=True).train()
+    x = torch.randn(1, 3, 32, 32, requires_grad=True)
+    with torch.no_grad():
+        outs = model(x)
+    assert count_cp['checkpoints'] == 0
+    model.eval()
+    ref = ResNet(18, base_channels=8, with_cp=False).eval()
+    ref.load_state_dict(model.state_dict())
+    outs = model(x)
+    sum(o.sum() for o in outs).backward()
+    assert count_cp['checkpoints'] == 0
+    for a, b in zip(outs, ref(x)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('frozen_stages,limit', [(-1, 0.20), (1, 0.22)])
+def test_resnet50_saved_bytes(frozen_stages, limit):
+    """Deterministic byte count of what autograd keeps (not a timing)."""
+    x = torch.randn(2, 3, 224, 224)
+    ratios = {}
+    plain_bytes, _ = saved_tensor_bytes(
+        ResNet(50, frozen_stages=frozen_stages, with_cp=False).train(), x)
+    for reentrant in (False, True):
+        model = ResNet(50, frozen_stages=frozen_stages, with_cp=True,
+                       cp_use_reentrant=reentrant).train()
+        cp_bytes, _ = saved_tensor_bytes(model, x)
+        ratios[reentrant] = cp_bytes / plain_bytes
+    assert ratios[False] <= limit, ratios
+    # the reentrant implementation checkpoints what mmdet does (no stem, nothing behind a frozen
+    # stage): the saving comes from the stem and the first trainable block, not the model
+    mmdet_reference = {-1: 0.237, 1: 0.251}[frozen_stages]
+    assert abs(ratios[True] - mmdet_reference) < 0.005, ratios
+    assert ratios[False] < ratios[True] - 0.04, ratios
+
+
+def _torchvision_stages(tv, x):
+    x = tv.maxpool(tv.relu(tv.bn1(tv.conv1(x))))
+    outs = []
+    for layer in (tv.layer1, tv.layer2, tv.layer3, tv.layer4):
+        x = layer(x)
+        outs.append(x)
+    return outs
+
+
+@pytest.mark.parametrize('depth', [18, 50])
+def test_loads_torchvision_state_dict(depth, tmp_path):
+    torch.manual_seed(0)
+    tv = getattr(torchvision.models, f'resnet{depth}')()
+    with torch.no_grad():
+        for m in tv.modules():
+            if isinstance(m, _BatchNorm):
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    state = {k: v for k, v in tv.state_dict().items() if not k.startswith('fc.')}
+    model = ResNet(depth, zero_init_residual=False)
+    model.load_state_dict(state, strict=True)
+    x = torch.randn(1, 3, 64, 64)
+    tv.eval()
+    model.eval()
+    with torch.no_grad():
+        for a, b in zip(model(x), _torchvision_stages(tv, x)):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    # the same weights through init_cfg, from a local file
+    path = tmp_path / 'tv.pth'
+    torch.save(tv.state_dict(), path)
+    loaded = ResNet(depth, init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    loaded.init_weights()
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[k], v, rtol=0, atol=0)
+
+
+def test_torchvision_url_resolves_from_hub_cache_only(tmp_path):
+    old_hub = torch.hub.get_dir()
+    torch.hub.set_dir(str(tmp_path / 'hub'))
+    try:
+        model = ResNet(18, init_cfg=dict(type='Pretrained', checkpoint='torchvision://resnet18'))
+        with pytest.raises(FileNotFoundError, match=r'hub.*checkpoints.*resnet18-'):
+            model.init_weights()
+        ref = torchvision.models.resnet18()
+        (tmp_path / 'hub' / 'checkpoints').mkdir(parents=True)
+        from mmengine.runner.checkpoint import get_torchvision_models
+        name = get_torchvision_models()['resnet18'].rsplit('/', 1)[1]
+        torch.save(ref.state_dict(), tmp_path / 'hub' / 'checkpoints' / name)
+        model.init_weights()
+        torch.testing.assert_close(model.conv1.weight, ref.conv1.weight, rtol=0, atol=0)
+    finally:
+        torch.hub.set_dir(old_hub)
+
+
+def test_frozen_stages_stay_frozen_after_train():
+    model = ResNet(18, base_channels=8, frozen_stages=2, norm_eval=False)
+    model.train()
+    assert not model.conv1.weight.requires_grad and not model.bn1.training
+    assert not model.layer2.training and not any(p.requires_grad for p in model.layer2.parameters())
+    assert model.layer3.training and all(p.requires_grad for p in model.layer3.parameters())
+    model = ResNet(18, base_channels=8, norm_eval=True).train()
+    assert not any(m.training for m in model.modules() if isinstance(m, _BatchNorm))
+    assert model.layer1[0].training
+
+
+def test_architecture_options_build_and_run():
+    x = torch.randn(1, 3, 64, 64)
+    for kwargs in [dict(depth=50, style='caffe'), dict(depth=18, deep_stem=True, avg_down=True),
+                   dict(depth=18, num_stages=3, out_indices=(2, ), strides=(1, 2, 2),
+                        dilations=(1, 1, 2)),
+                   dict(depth=18, norm_cfg=dict(type='GN', num_groups=4)),
+                   dict(depth=18, with_cp=(True, False, True, False)),
+                   dict(type='ResNetV1d', depth=18)]:
+        cfg = dict(type='ResNet', base_channels=8)
+        cfg.update(kwargs)
+        model = build_backbone(cfg).train()
+        outs = model(x)
+        assert len(outs) == len(cfg.get('out_indices', (0, 1, 2, 3)))
+        sum(o.sum() for o in outs).backward()
+    caffe = ResNet(50, style='caffe', base_channels=8)
+    assert caffe.layer2[0].conv1.stride == (2, 2) and caffe.layer2[0].conv2.stride == (1, 1)
+    gn = ResNet(18, base_channels=8, norm_cfg=dict(type='GN', num_groups=4))
+    assert 'layer1.0.gn1.weight' in gn.state_dict()
+    frozen_bn = ResNet(18, base_channels=8, norm_cfg=dict(type='BN', requires_grad=False))
+    assert not frozen_bn.bn1.weight.requires_grad
+
+
+@pytest.mark.parametrize('kwargs,error,match', [
+    (dict(depth=42), ValueError, r"invalid depth 42 .*allowed are 18, 34, 50, 101, 152"),
+    (dict(depth=18, num_stages=5), ValueError, r'num_stages must be an int in 1\.\.4, got 5'),
+    (dict(depth=18, num_stages=0), ValueError, r'num_stages must be an int in 1\.\.4, got 0'),
+    (dict(depth=18, num_stages=2, out_indices=(0, 2)), ValueError,
+     r'out_indices must be stage indices in 0\.\.1 .*got \(0, 2\)'),
+    (dict(depth=18, with_cp=(True, False)), ValueError,
+     r'with_cp must be a bool or a tuple of 4 bools .*got \(True, False\)'),
+    (dict(depth=18, norm_cfg=dict(type='BatchNorm')), ValueError,
+     r"unknown norm type 'BatchNorm': allowed are BN, .*GN"),
+    (dict(depth=18, style='tf'), ValueError, r"style must be 'pytorch' or 'caffe', got 'tf'"),
+    (dict(depth=18, frozen_stages=7), ValueError, r'frozen_stages must be an int in -1\.\.4'),
+])
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ResNet(**kwargs)

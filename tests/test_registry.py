@@ -1,0 +1,42 @@
+"""Registries: mmdet 2.x aliases, close-match errors, torch optimizers."""
+import pytest
+import torch
+
+import ckptzoo  # noqa: F401  (registers the types)
+from ckptzoo.registry import (BACKBONES, DETECTORS, HOOKS, MODELS, OPTIMIZERS, UnknownTypeError,
+                              build_backbone, build_hook, build_optimizer)
+
+
+def test_mmdet_aliases_share_one_registry():
+    assert BACKBONES is MODELS and DETECTORS is MODELS
+    assert build_backbone(dict(type='ResNet', depth=18, base_channels=8)).depth == 18
+
+
+def test_unknown_type_names_type_registry_and_close_matches():
+    with pytest.raises(UnknownTypeError, match=r"unknown model type 'ResNett': did you mean "
+                       r'ResNet'):
+        build_backbone(dict(type='ResNett', depth=18))
+    with pytest.raises(KeyError, match=r"unknown hook type 'NoSuchThing'.*registered: .*Hook"):
+        build_hook(dict(type='NoSuchThing'))
+
+
+def test_missing_or_bad_type():
+    with pytest.raises(KeyError, match='needs a "type" key'):
+        build_backbone(dict(depth=18))
+    with pytest.raises(TypeError, match='must be a dict'):
+        build_backbone('ResNet')
+
+
+def test_optimizers_from_torch():
+    assert OPTIMIZERS.get('SGD') is torch.optim.SGD and OPTIMIZERS.get('AdamW') is torch.optim.AdamW
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    model[0].weight.requires_grad = False
+    opt = build_optimizer(model, dict(type='SGD', lr=0.1, momentum=0.9))
+    assert isinstance(opt, torch.optim.SGD) and opt.defaults['lr'] == 0.1
+    assert len(opt.param_groups[0]['params']) == 3  # the frozen weight is left out
+    with pytest.raises(UnknownTypeError, match="unknown optimizer type 'SDG': did you mean SGD"):
+        build_optimizer(model, dict(type='SDG', lr=0.1))
+
+
+def test_hook_registry():
+    assert HOOKS.get('Hook') is not None
