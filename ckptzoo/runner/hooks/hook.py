@@ -50,6 +50,13 @@ class Hook:
     def after_val_iter(self, runner):
         self.after_iter(runner)
 
+    # mmengine's stages: add to a checkpoint being saved / read back what was added
+    def before_save_checkpoint(self, runner, checkpoint):
+        pass
+
+    def after_load_checkpoint(self, runner, checkpoint):
+        pass
+
     # ``runner.iter`` / ``runner.epoch`` count completed steps before the increment, as in mmcv
     def every_n_epochs(self, runner, n):
         return (runner.epoch + 1) % n == 0 if n > 0 else False

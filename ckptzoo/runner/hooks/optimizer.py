@@ -1,0 +1,304 @@
+"""The optimizer hooks of mmcv 1.x: plain, FP16 loss scaling, gradient accumulation, both.
+
+All four share one step routine (:meth:`OptimizerHook._step`): backward of the (scaled,
+divided) loss every iteration; on a stepping iteration unscale, clip, step, update the scale,
+zero the gradients. They differ only in three small answers: the loss scaler (none, or a
+``torch.amp.GradScaler``), the loss divisor and whether this iteration steps.
+
+Gradient accumulation counts from the *global* ``runner.iter`` / ``runner.max_iters``, so it is
+right after a resume at any iteration: with ``k = cumulative_iters``,
+``divisible = max_iters // k * k`` and ``remainder = max_iters - divisible``, the loss is divided
+by ``k`` before ``divisible`` and by ``remainder`` from there, and the optimizer steps when
+``(iter + 1) % k == 0`` or at the last iteration. A checkpoint saved inside a window carries the
+gradients accumulated so far, so the resumed run steps with exactly the same gradients.
+"""
+import logging
+import warnings
+
+import torch
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.utils import clip_grad_norm_
+
+from ...registry import HOOKS
+from ..fp16 import DTYPES, wrap_fp16_model
+from ..utils import get_model_device, unwrap_model
+from .hook import Hook
+
+__all__ = ['OptimizerHook', 'Fp16OptimizerHook', 'GradientCumulativeOptimizerHook',
+           'GradientCumulativeFp16OptimizerHook']
+
+_SCALER_KEYS = ('init_scale', 'growth_factor', 'backoff_factor', 'growth_interval')
+
+
+@HOOKS.register_module()
+class OptimizerHook(Hook):
+    """Backward and step every iteration.
+
+    Args:
+        grad_clip (dict, optional): ``clip_grad_norm_`` arguments, e.g.
+            ``dict(max_norm=35, norm_type=2)``; the norm is logged as ``grad_norm``.
+        detect_anomalous_params (bool): log the parameters that the loss does not reach
+            (slow: for debugging DDP's "unused parameters" errors).
+    """
+
+    loss_scaler = None
+    cumulative_iters = 1
+
+    def __init__(self, grad_clip=None, detect_anomalous_params=False):
+        if grad_clip is not None:
+            if not isinstance(grad_clip, dict) or 'max_norm' not in grad_clip:
+                raise ValueError('grad_clip must be None or a dict of clip_grad_norm_ arguments '
+                                 f'with max_norm, got {grad_clip!r}')
+        self.grad_clip = grad_clip
+        self.detect_anomalous_params = detect_anomalous_params
+        self._pending_grads = None
+
+    # -- the three answers subclasses change ------------------------------------------------
+    def loss_factor(self, runner):
+        return 1
+
+    def is_step_iter(self, runner):
+        return True
+
+    def scale_loss(self, loss):
+        return loss
+
+    # -- the shared routine -----------------------------------------------------------------
+    def before_run(self, runner):
+        if isinstance(runner.optimizer, dict):
+            raise TypeError(f'{type(self).__name__} takes one optimizer, got a dict of '
+                            f'{list(runner.optimizer)}')
+        runner.optimizer.zero_grad(set_to_none=True)
+        if self._pending_grads:
+            _set_grads(runner.model, self._pending_grads)
+            self._pending_grads = None
+
+    def after_train_iter(self, runner):
+        loss = runner.outputs['loss']
+        factor = self.loss_factor(runner)
+        if factor != 1:
+            loss = loss / factor
+        if self.detect_anomalous_params:
+            self._detect_anomalous_params(loss, runner)
+        self.scale_loss(loss).backward()
+        self._after_backward(runner)
+        if self.is_step_iter(runner):
+            self._step(runner)
+
+    def _after_backward(self, runner):
+        pass
+
+    def _step(self, runner):
+        optimizer = runner.optimizer
+        scaler = self.loss_scaler
+        if self.grad_clip is not None:
+            if scaler is not None:
+                scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+            grad_norm = self.clip_grads(runner.model.parameters())
+            if grad_norm is not None:
+                runner.log_buffer.update({'grad_norm': float(grad_norm)},
+                                         runner.outputs.get('num_samples', 1))
+        if scaler is not None:
+            scaler.step(optimizer)  # skipped when a gradient is inf/nan
+            self._update_scale()
+            runner.log_buffer.update({'loss_scale': scaler.get_scale()})
+            if runner.meta is None:
+                runner.meta = {}
+            runner.meta.setdefault('fp16', {})['loss_scaler'] = scaler.state_dict()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def _update_scale(self):
+        self.loss_scaler.update()
+
+    def clip_grads(self, params):
+        params = [p for p in params if p.requires_grad and p.grad is not None]
+        if params:
+            return clip_grad_norm_(params, **self.grad_clip)
+        return None
+
+    def _detect_anomalous_params(self, loss, runner):
+        reached, todo, seen = set(), [loss.grad_fn], set()
+        while todo:
+            fn = todo.pop()
+            if fn is None or fn in seen:
+                continue
+            seen.add(fn)
+            if hasattr(fn, 'variable'):
+                reached.add(id(fn.variable))
+            todo.extend(next_fn for next_fn, _ in fn.next_functions)
+        for name, param in unwrap_model(runner.model).named_parameters():
+            if param.requires_grad and id(param) not in reached:
+                runner.logger.log(logging.ERROR, f'{name} with shape {tuple(param.size())} '
+                                  'is not in the computational graph')
+
+
+def _named_grads(model):
+    return {name: p.grad.detach().clone()
+            for name, p in unwrap_model(model).named_parameters() if p.grad is not None}
+
+
+def _set_grads(model, grads):
+    params = dict(unwrap_model(model).named_parameters())
+    unknown = sorted(set(grads) - set(params))
+    if unknown:
+        raise KeyError(f'accumulated gradients for unknown parameters {unknown[:5]}')
+    for name, grad in grads.items():
+        params[name].grad = grad.to(params[name].device, params[name].dtype)
+
+
+@HOOKS.register_module()
+class GradientCumulativeOptimizerHook(OptimizerHook):
+    """Step every ``cumulative_iters`` iterations, the loss divided as described above.
+
+    Under ``DistributedDataParallel`` the iterations that do not step run forward and backward
+    inside ``no_sync()``, entered before ``train_step``, so their gradients are not all-reduced.
+    Learning-rate warmup and steps given in iterations count optimizer updates (see
+    :mod:`ckptzoo.runner.hooks.lr_updater`).
+    """
+
+    def __init__(self, cumulative_iters=1, **kwargs):
+        if isinstance(cumulative_iters, bool) or not isinstance(cumulative_iters, int) \
+                or cumulative_iters < 1:
+            raise ValueError('cumulative_iters must be a positive int, '
+                             f'got {cumulative_iters!r}')
+        super().__init__(**kwargs)
+        self.cumulative_iters = cumulative_iters
+        self._no_sync = None
+
+    def loss_factor(self, runner):
+        k = self.cumulative_iters
+        divisible = runner.max_iters // k * k
+        return k if runner.iter < divisible else runner.max_iters - divisible
+
+    def is_step_iter(self, runner):
+        return (runner.iter + 1) % self.cumulative_iters == 0 \
+            or runner.iter + 1 == runner.max_iters
+
+    def before_run(self, runner):
+        super().before_run(runner)
+        norms = [name for name, m in unwrap_model(runner.model).named_modules()
+                 if isinstance(m, _BatchNorm) and m.training]
+        if norms and self.cumulative_iters > 1:
+            shown = ', '.join(norms[:5]) + (f' and {len(norms) - 5} more' if len(norms) > 5
+                                            else '')
+            warnings.warn(f'{type(self).__name__}: the model has BatchNorm layers in training '
+                          f'mode ({shown}); they see batches of samples_per_gpu, not '
+                          f'samples_per_gpu x {self.cumulative_iters}, so accumulation is not '
+                          'equivalent to the large batch for them', UserWarning)
+        if runner.iter % self.cumulative_iters and not self._had_pending:
+            warnings.warn(f'resumed at iteration {runner.iter}, inside an accumulation window '
+                          f'of {self.cumulative_iters}, from a checkpoint without the '
+                          'gradients accumulated before it: the first step uses fewer '
+                          'iterations', UserWarning)
+
+    _had_pending = False
+
+    def before_train_iter(self, runner):
+        model = runner.model
+        if hasattr(model, 'no_sync') and not self.is_step_iter(runner):
+            self._no_sync = model.no_sync()
+            self._no_sync.__enter__()
+
+    def _after_backward(self, runner):
+        if self._no_sync is not None:
+            self._no_sync.__exit__(None, None, None)
+            self._no_sync = None
+
+    def before_save_checkpoint(self, runner, checkpoint):
+        # inside a window (not right after a step): keep what was accumulated
+        if runner.mode == 'train' and checkpoint['meta']['iter'] % self.cumulative_iters \
+                and checkpoint['meta']['iter'] < runner.max_iters:
+            checkpoint['accumulated_grads'] = _named_grads(runner.model)
+
+    def after_load_checkpoint(self, runner, checkpoint):
+        grads = checkpoint.get('accumulated_grads')
+        self._pending_grads = grads
+        self._had_pending = bool(grads) or checkpoint['meta']['iter'] % self.cumulative_iters == 0
+
+
+@HOOKS.register_module()
+class Fp16OptimizerHook(OptimizerHook):
+    """Mixed precision: the model runs under ``torch.autocast`` (``wrap_fp16_model``), the loss
+    is scaled by a ``torch.amp.GradScaler``, gradients are unscaled before clipping.
+
+    Args:
+        loss_scale (float | 'dynamic' | dict): a float is a static scale, which never changes
+            (a step with inf/nan gradients is skipped); ``'dynamic'`` uses GradScaler's defaults;
+            a dict gives GradScaler's ``init_scale``, ``growth_factor``, ``backoff_factor``,
+            ``growth_interval`` (``mode='dynamic'`` accepted, as mmcv). Default 512.
+        dtype (str): ``'float16'`` (default) or ``'bfloat16'``; bf16 needs no loss scaling.
+        coalesce, bucket_size_mb, distributed: accepted for mmcv configs; DDP does the gradient
+            all-reduce here, so they change nothing.
+
+    The scaler state lives in ``runner.meta['fp16']['loss_scaler']``, is saved with every
+    checkpoint and restored on resume (both runners).
+    """
+
+    def __init__(self, grad_clip=None, coalesce=True, bucket_size_mb=-1, loss_scale=None,
+                 distributed=True, dtype='float16', **kwargs):
+        super().__init__(grad_clip=grad_clip, **kwargs)
+        if dtype not in DTYPES and dtype not in DTYPES.values():
+            raise ValueError(f'fp16 dtype must be one of {", ".join(DTYPES)}, got {dtype!r}')
+        self.dtype = DTYPES.get(dtype, dtype)
+        self._static_scale = None
+        if self.dtype == torch.bfloat16:
+            if loss_scale is not None:
+                raise ValueError(f'bfloat16 needs no loss scaling: remove loss_scale '
+                                 f'(got {loss_scale!r})')
+            self._scaler_args = None
+        else:
+            self._scaler_args = self._parse_loss_scale(512. if loss_scale is None
+                                                       else loss_scale)
+        self.loss_scale = loss_scale
+
+    def _parse_loss_scale(self, loss_scale):
+        if isinstance(loss_scale, float):
+            if not loss_scale > 0 or loss_scale == float('inf'):
+                raise ValueError(f'a static loss_scale must be a positive finite float, '
+                                 f'got {loss_scale!r}')
+            self._static_scale = loss_scale
+            return dict(init_scale=loss_scale)
+        if loss_scale == 'dynamic':
+            return {}
+        if isinstance(loss_scale, dict):
+            args = dict(loss_scale)
+            mode = args.pop('mode', 'dynamic')
+            if mode != 'dynamic':
+                raise ValueError(f"loss_scale dict mode must be 'dynamic', got {mode!r}")
+            unknown = sorted(set(args) - set(_SCALER_KEYS))
+            if unknown:
+                raise ValueError(f'unknown loss_scale keys {unknown}: allowed are '
+                                 f'{", ".join(_SCALER_KEYS)} and mode')
+            return args
+        raise ValueError(f"loss_scale must be a float, 'dynamic' or a dict, got {loss_scale!r}")
+
+    def before_run(self, runner):
+        super().before_run(runner)
+        wrap_fp16_model(runner.model, self.dtype)
+        if self._scaler_args is None:
+            return
+        device = get_model_device(runner.model).type
+        self.loss_scaler = torch.amp.GradScaler(device, **self._scaler_args)
+        state = (runner.meta or {}).get('fp16', {}).get('loss_scaler')
+        if state:
+            self.loss_scaler.load_state_dict(state)
+
+    def scale_loss(self, loss):
+        return loss if self.loss_scaler is None else self.loss_scaler.scale(loss)
+
+    def _update_scale(self):
+        if self._static_scale is None:
+            self.loss_scaler.update()
+        else:
+            self.loss_scaler.update(self._static_scale)
+
+
+@HOOKS.register_module()
+class GradientCumulativeFp16OptimizerHook(GradientCumulativeOptimizerHook, Fp16OptimizerHook):
+    """FP16 loss scaling and gradient accumulation together (mmdet 2.x cannot combine them).
+    The accumulated gradients are scaled ones; the scale changes only at a step."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
