@@ -1,3 +1,4 @@
+from .densenet import DenseNet
 from .resnet import BasicBlock, Bottleneck, ResLayer, ResNet, ResNetV1d
 
-__all__ = ['BasicBlock', 'Bottleneck', 'ResLayer', 'ResNet', 'ResNetV1d']
+__all__ = ['DenseNet', 'BasicBlock', 'Bottleneck', 'ResLayer', 'ResNet', 'ResNetV1d']
