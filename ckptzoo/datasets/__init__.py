@@ -1,0 +1,2 @@
+from .classification import (BaseClassificationDataset, CustomDataset,  # noqa: F401
+                             SyntheticClassificationDataset)

@@ -1,0 +1,314 @@
+"""DenseNet-BC (mmcls-style arguments, torchvision state-dict keys) with exact checkpointing.
+
+torchvision ``densenet121(...).state_dict()`` loads directly (same keys: ``features.conv0``,
+``features.denseblock1.denselayer1.norm1``, ``features.transition1.conv``, ``features.norm5``;
+its ``classifier.*`` is ignored by a non-strict load) and gives the same features.
+
+``with_cp`` checkpoints, per dense block, what torchvision's ``memory_efficient`` does (each
+dense layer's concat -> BN -> ReLU -> 1x1 conv bottleneck) and, beyond torchvision and timm,
+the stem (conv0 / norm0 / relu0 / pool0, with the first block's flag), every transition
+(norm / relu / 1x1 conv / avg pool, with its block's flag) and the final norm5 + ReLU: all
+through :func:`ckptzoo.models.checkpoint.checkpoint`, so outputs, gradients and BN buffers are
+those of the plain model.
+
+Outputs (``out_indices``), one per dense block, each at the block's resolution and normalised:
+index ``i`` is ``relu(norm(block_i(x)))`` with the BN that follows the block (the transition's
+``norm``; ``norm5`` after the last block), i.e. the tensor torchvision's transition convolves,
+and for the last index torchvision's final features after ``F.relu``. Strides are 4, 8, 16, 32
+and the channels are ``init_channels + depth_i * growth_rate`` for the first block, then
+``int(prev * compression) + depth_i * growth_rate`` (``DenseNet.out_channels`` gives them per
+index):
+
+    densenet121: (256, 512, 1024, 1024)    densenet169: (256, 512, 1280, 1664)
+    densenet201: (256, 512, 1792, 1920)    densenet161: (384, 768, 2112, 2208)
+
+(mmcls returns the transition's pooled output instead, strides 8, 16, 32, 32, unusable by an
+FPN; here the pyramid is the usual one, e.g. ``out_indices=(1, 2, 3)`` -> 512, 1024, 1024
+channels at strides 8, 16, 32 for densenet121.)
+"""
+import warnings
+from collections import OrderedDict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from ...registry import MODELS
+from ...runner.checkpoint import load_checkpoint
+from ..checkpoint import checkpoint
+from ..utils import build_norm_layer
+
+__all__ = ['DenseNet', 'DenseLayer', 'DenseBlock', 'DenseTransition']
+
+
+def _norm(norm_cfg, channels):
+    return build_norm_layer(norm_cfg, channels)[1]
+
+
+class DenseLayer(nn.Module):
+    """BN-ReLU-1x1 conv bottleneck over the concatenated inputs, then BN-ReLU-3x3 conv."""
+
+    def __init__(self, in_channels, growth_rate, bn_size, drop_rate, norm_cfg,
+                 with_cp=False, cp_use_reentrant=False):
+        super().__init__()
+        mid = bn_size * growth_rate
+        self.norm1 = _norm(norm_cfg, in_channels)
+        self.relu1 = nn.ReLU(inplace=True)
+        self.conv1 = nn.Conv2d(in_channels, mid, 1, bias=False)
+        self.norm2 = _norm(norm_cfg, mid)
+        self.relu2 = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(mid, growth_rate, 3, padding=1, bias=False)
+        self.drop_rate = float(drop_rate)
+        self.with_cp = with_cp
+        self.cp_use_reentrant = cp_use_reentrant
+
+    def bottleneck(self, *inputs):
+        return self.conv1(self.relu1(self.norm1(torch.cat(inputs, 1))))
+
+    def forward(self, inputs):
+        if self.with_cp:
+            # tensors as separate arguments: the reentrant implementation sees no tensor in a list
+            out = checkpoint(self.bottleneck, *inputs, use_reentrant=self.cp_use_reentrant,
+                             module=[self.norm1, self.relu1, self.conv1])
+        else:
+            out = self.bottleneck(*inputs)
+        out = self.conv2(self.relu2(self.norm2(out)))
+        if self.drop_rate > 0:
+            out = F.dropout(out, p=self.drop_rate, training=self.training)
+        return out
+
+
+class DenseBlock(nn.ModuleDict):
+    """``denselayer1..n`` (torchvision's keys); returns the concatenation of all features."""
+
+    def __init__(self, num_layers, in_channels, growth_rate, **layer_kwargs):
+        super().__init__()
+        for i in range(num_layers):
+            self.add_module(f'denselayer{i + 1}',
+                            DenseLayer(in_channels + i * growth_rate, growth_rate, **layer_kwargs))
+
+    def forward(self, x):
+        features = [x]
+        for layer in self.values():
+            features.append(layer(features))
+        return torch.cat(features, 1)
+
+
+class DenseTransition(nn.Module):
+    """BN-ReLU (the block's normalised output), 1x1 conv (compression), 2x2 average pooling."""
+
+    def __init__(self, in_channels, out_channels, norm_cfg):
+        super().__init__()
+        self.norm = _norm(norm_cfg, in_channels)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv = nn.Conv2d(in_channels, out_channels, 1, bias=False)
+        self.pool = nn.AvgPool2d(kernel_size=2, stride=2)
+
+    def forward(self, x, return_feat=False):
+        feat = self.relu(self.norm(x))
+        down = self.pool(self.conv(feat))
+        return (feat, down) if return_feat else down
+
+
+def _per_block(value, num_blocks, name):
+    if isinstance(value, bool):
+        return (value, ) * num_blocks
+    if isinstance(value, (list, tuple)) and len(value) == num_blocks \
+            and all(isinstance(v, bool) for v in value):
+        return tuple(value)
+    raise ValueError(f'{name} must be a bool or a tuple of {num_blocks} bools (one per dense '
+                     f'block), got {value!r}')
+
+
+@MODELS.register_module()
+class DenseNet(nn.Module):
+    """DenseNet-BC backbone.
+
+    Args:
+        arch (str | int | dict): '121', '169', '201', '161' (or the int), or
+            ``dict(growth_rate=32, depths=(6, 12, 24, 16), init_channels=64)``.
+        in_channels (int): input image channels.
+        bn_size (int): bottleneck width is ``bn_size * growth_rate``.
+        drop_rate (float): dropout after each dense layer (torchvision's).
+        compression (float): channel reduction of the transitions, in (0, 1].
+        out_indices (int | sequence[int]): dense blocks whose normalised outputs are returned
+            (see the module docstring); negative indices count from the end. Default: the last.
+        frozen_stages (int): -1 freezes nothing, 0 the stem, ``k`` the stem and the first ``k``
+            dense blocks with their transitions.
+        norm_eval (bool): keep BatchNorm layers in eval mode while training.
+        with_cp (bool | tuple[bool]): checkpointing for all dense blocks or one flag per block;
+            the stem follows the first block's flag, a transition (norm5 for the last block)
+            its block's flag.
+        cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
+        init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH or 'torchvision://NAME')``.
+    """
+
+    arch_settings = {
+        '121': dict(growth_rate=32, depths=(6, 12, 24, 16), init_channels=64),
+        '169': dict(growth_rate=32, depths=(6, 12, 32, 32), init_channels=64),
+        '201': dict(growth_rate=32, depths=(6, 12, 48, 32), init_channels=64),
+        '161': dict(growth_rate=48, depths=(6, 12, 36, 24), init_channels=96),
+    }
+
+    def __init__(self, arch='121', in_channels=3, bn_size=4, drop_rate=0.0, compression=0.5,
+                 out_indices=-1, frozen_stages=-1, norm_cfg=dict(type='BN', requires_grad=True),
+                 norm_eval=False, with_cp=False, cp_use_reentrant=False, pretrained=None,
+                 init_cfg=None):
+        super().__init__()
+        arch = self._arch(arch)
+        growth, depths, init_channels = arch['growth_rate'], arch['depths'], arch['init_channels']
+        num_blocks = len(depths)
+        if not isinstance(bn_size, int) or bn_size < 1:
+            raise ValueError(f'bn_size must be a positive int, got {bn_size!r}')
+        if not 0.0 <= float(drop_rate) < 1.0:
+            raise ValueError(f'drop_rate must be in [0, 1), got {drop_rate!r}')
+        if not 0.0 < float(compression) <= 1.0:
+            raise ValueError(f'compression must be in (0, 1], got {compression!r}')
+        indices = (out_indices, ) if isinstance(out_indices, int) else tuple(out_indices)
+        if not indices or any(not isinstance(i, int) or not -num_blocks <= i < num_blocks
+                              for i in indices):
+            raise ValueError(f'out_indices must be dense block indices in '
+                             f'{-num_blocks}..{num_blocks - 1} ({num_blocks} blocks), '
+                             f'got {out_indices!r}')
+        if not (isinstance(frozen_stages, int) and -1 <= frozen_stages <= num_blocks):
+            raise ValueError(f'frozen_stages must be an int in -1..{num_blocks}, '
+                             f'got {frozen_stages!r}')
+        if pretrained is not None:
+            if init_cfg is not None:
+                raise ValueError('give pretrained or init_cfg, not both')
+            warnings.warn('pretrained is deprecated, use init_cfg=dict(type="Pretrained", '
+                          'checkpoint=...)', DeprecationWarning)
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        self.growth_rate, self.depths, self.init_channels = growth, tuple(depths), init_channels
+        self.num_blocks = num_blocks
+        self.out_indices = tuple(sorted({i % num_blocks for i in indices}))
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+        self.with_cp = _per_block(with_cp, num_blocks, 'with_cp')
+        self.cp_use_reentrant = cp_use_reentrant
+        self.init_cfg = init_cfg
+
+        layers = OrderedDict(
+            conv0=nn.Conv2d(in_channels, init_channels, 7, stride=2, padding=3, bias=False),
+            norm0=_norm(norm_cfg, init_channels), relu0=nn.ReLU(inplace=True),
+            pool0=nn.MaxPool2d(kernel_size=3, stride=2, padding=1))
+        channels, block_channels = init_channels, []
+        for i, depth in enumerate(depths):
+            layers[f'denseblock{i + 1}'] = DenseBlock(
+                depth, channels, growth, bn_size=bn_size, drop_rate=drop_rate,
+                norm_cfg=norm_cfg, with_cp=self.with_cp[i], cp_use_reentrant=cp_use_reentrant)
+            channels += depth * growth
+            block_channels.append(channels)
+            if i < num_blocks - 1:
+                out = int(channels * compression)
+                layers[f'transition{i + 1}'] = DenseTransition(channels, out, norm_cfg)
+                channels = out
+        layers[f'norm{num_blocks + 1}'] = _norm(norm_cfg, channels)
+        self.features = nn.ModuleDict(layers)
+        self.block_channels = tuple(block_channels)
+        self.out_channels = tuple(block_channels[i] for i in self.out_indices)
+        self.feat_dim = block_channels[-1]
+        self._init_default_weights()
+        self._freeze_stages()
+
+    def _arch(self, arch):
+        if isinstance(arch, dict):
+            keys = {'growth_rate', 'depths', 'init_channels'}
+            if set(arch) != keys:
+                raise ValueError(f'an arch dict needs exactly the keys {sorted(keys)}, '
+                                 f'got {sorted(arch)}')
+            depths = arch['depths']
+            ints = [arch['growth_rate'], arch['init_channels'], *depths] \
+                if isinstance(depths, (list, tuple)) and depths else [0]
+            if any(not isinstance(v, int) or v < 1 for v in ints):
+                raise ValueError(f'arch growth_rate, init_channels and depths must be positive '
+                                 f'ints (depths a non-empty sequence), got {arch!r}')
+            return arch
+        if str(arch) not in self.arch_settings:
+            raise ValueError(f'invalid arch {arch!r} for DenseNet: allowed are '
+                             f'{", ".join(self.arch_settings)} or a dict with growth_rate, '
+                             'depths, init_channels')
+        return self.arch_settings[str(arch)]
+
+    @property
+    def final_norm(self):
+        return self.features[f'norm{self.num_blocks + 1}']
+
+    def _stem_modules(self):
+        return [self.features[k] for k in ('conv0', 'norm0', 'relu0', 'pool0')]
+
+    def _stem_forward(self, x):
+        f = self.features
+        return f.pool0(f.relu0(f.norm0(f.conv0(x))))
+
+    def _final_forward(self, x):
+        return F.relu(self.final_norm(x))
+
+    def _init_default_weights(self):
+        """torchvision's initialisation (kaiming normal convs, unit norms)."""
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight)
+            elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def init_weights(self):
+        """Load ``init_cfg=dict(type='Pretrained', checkpoint=...)`` if given (torchvision
+        DenseNet checkpoints load as they are)."""
+        cfg = self.init_cfg
+        if cfg is None:
+            return
+        if not isinstance(cfg, dict) or cfg.get('type') != 'Pretrained' \
+                or 'checkpoint' not in cfg:
+            raise ValueError("DenseNet init_cfg must be dict(type='Pretrained', "
+                             f'checkpoint=PATH), got {cfg!r}')
+        load_checkpoint(self, cfg['checkpoint'], map_location='cpu', strict=False,
+                        prefix=cfg.get('prefix'))
+
+    def _stage_modules(self, i):
+        """Dense block ``i`` (0-based) and the norm after it."""
+        nxt = self.features[f'transition{i + 1}'] if i < self.num_blocks - 1 else self.final_norm
+        return [self.features[f'denseblock{i + 1}'], nxt]
+
+    def _freeze_stages(self):
+        frozen = self._stem_modules() if self.frozen_stages >= 0 else []
+        for i in range(self.frozen_stages):
+            frozen += self._stage_modules(i)
+        for m in frozen:
+            m.eval()
+            for p in m.parameters():
+                p.requires_grad = False
+
+    def _cp(self, fn, x, i, module):
+        if self.with_cp[i]:
+            return checkpoint(fn, x, use_reentrant=self.cp_use_reentrant, module=module)
+        return fn(x)
+
+    def forward(self, x):
+        """Normalised outputs of the dense blocks in ``out_indices``; blocks after the last
+        requested one are not run."""
+        x = self._cp(self._stem_forward, x, 0, self._stem_modules())
+        outs = []
+        for i in range(max(self.out_indices) + 1):
+            x = self.features[f'denseblock{i + 1}'](x)
+            if i == self.num_blocks - 1:
+                outs.append(self._cp(self._final_forward, x, i, self.final_norm))
+                break
+            trans = self.features[f'transition{i + 1}']
+            if i in self.out_indices:
+                feat, x = self._cp(lambda t: trans(t, return_feat=True), x, i, trans)
+                outs.append(feat)
+            elif i < max(self.out_indices):
+                x = self._cp(trans, x, i, trans)
+        return tuple(outs)
+
+    def train(self, mode=True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self

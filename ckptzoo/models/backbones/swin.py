@@ -1,0 +1,490 @@
+"""Swin Transformer backbone (mmdet 2.x arguments and state-dict keys) with exact checkpointing.
+
+Keys are mmdet's (``patch_embed.projection``, ``stages.0.blocks.0.attn.w_msa.qkv``,
+``stages.0.blocks.0.ffn.layers.0.0``, ``stages.0.downsample.reduction``, ``norm0..norm3``), so
+mmdet Swin detector checkpoints load (``prefix='backbone'``). torchvision ``swin_t / swin_s /
+swin_b`` state dicts load through :func:`convert_torchvision_swin` (or ``convert_weights=True``
+with ``init_cfg``) and give torchvision's features: the shifted-window attention follows
+torchvision's (and the original Swin's) semantics exactly: each block pads its input to a
+multiple of the window, a window at least as large as the padded map is not shifted (mmdet
+shifts it anyway), the mask value is -100, patch merging pads odd sizes.
+
+``with_cp`` checkpoints every Swin block (as mmdet and timm do) and also the patch embedding
+(with stage 0's flag) and each patch merging (with the flag of the stage it ends), which timm
+and mmdet leave out, all through :func:`ckptzoo.models.checkpoint.checkpoint` (RNG kept, so
+drop path and dropout recompute identically).
+
+Outputs (``out_indices``): stage ``i``'s blocks' output (before its patch merging), normalised
+by its own ``norm{i}`` LayerNorm, NCHW, at stride ``patch_size * 2**i``; channels
+``embed_dims * 2**i`` (``SwinTransformer.out_channels`` gives them per index):
+
+    tiny / small: (96, 192, 384, 768)    base: (128, 256, 512, 1024)    large: (192, ..., 1536)
+
+A RetinaNet uses e.g. ``out_indices=(1, 2, 3)`` -> FPN ``in_channels=[192, 384, 768]``.
+Inputs whose size is not a multiple of ``patch_size`` are padded at the bottom / right
+(mmdet's ``corner`` padding; torchvision's patch convolution drops the remainder instead).
+"""
+import re
+import warnings
+from collections import OrderedDict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torchvision.ops import StochasticDepth
+
+from ...registry import MODELS
+from ...runner.checkpoint import load_file, load_checkpoint
+from ..checkpoint import checkpoint
+
+__all__ = ['SwinTransformer', 'SwinBlock', 'PatchMerging', 'PatchEmbed',
+           'convert_torchvision_swin']
+
+
+def _window_mask(pad_h, pad_w, window, shift, device):
+    """The shifted-window attention mask (0 within a region, -100 across), [nW, N, N]."""
+    mask = torch.zeros(pad_h, pad_w, device=device)
+    count = 0
+    h_slices = ((0, -window[0]), (-window[0], -shift[0]), (-shift[0], None))
+    w_slices = ((0, -window[1]), (-window[1], -shift[1]), (-shift[1], None))
+    for h0, h1 in h_slices:
+        for w0, w1 in w_slices:
+            mask[h0:h1, w0:w1] = count
+            count += 1
+    mask = mask.view(pad_h // window[0], window[0], pad_w // window[1], window[1])
+    mask = mask.permute(0, 2, 1, 3).reshape(-1, window[0] * window[1])
+    mask = mask.unsqueeze(1) - mask.unsqueeze(2)
+    return mask.masked_fill(mask != 0, -100.0)
+
+
+class WindowMSA(nn.Module):
+    """Multi-head self attention within windows, with a relative position bias."""
+
+    def __init__(self, embed_dims, num_heads, window_size, qkv_bias=True, qk_scale=None,
+                 attn_drop_rate=0.0, proj_drop_rate=0.0):
+        super().__init__()
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.window_size = window_size
+        self.scale = qk_scale or (embed_dims // num_heads) ** -0.5
+        self.relative_position_bias_table = nn.Parameter(
+            torch.zeros((2 * window_size - 1)**2, num_heads))
+        coords = torch.stack(torch.meshgrid(torch.arange(window_size), torch.arange(window_size),
+                                            indexing='ij')).flatten(1)
+        rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (window_size - 1)
+        # derived, so not saved: checkpoints with or without it load alike
+        self.register_buffer('relative_position_index',
+                             rel[..., 0] * (2 * window_size - 1) + rel[..., 1], persistent=False)
+        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.attn_drop = nn.Dropout(attn_drop_rate)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop_rate)
+        nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
+
+    def forward(self, x, mask=None):
+        """``x``: [B * nW, N, C]; ``mask``: [nW, N, N] or None."""
+        bw, n, c = x.shape
+        qkv = self.qkv(x).reshape(bw, n, 3, self.num_heads, c // self.num_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)
+        attn = (q * self.scale).matmul(k.transpose(-2, -1))
+        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
+        attn = attn + bias.view(n, n, -1).permute(2, 0, 1).unsqueeze(0)
+        if mask is not None:
+            nw = mask.shape[0]
+            attn = attn.view(bw // nw, nw, self.num_heads, n, n) + mask[None, :, None]
+            attn = attn.view(bw, self.num_heads, n, n)
+        attn = self.attn_drop(attn.softmax(dim=-1))
+        x = attn.matmul(v).transpose(1, 2).reshape(bw, n, c)
+        return self.proj_drop(self.proj(x))
+
+
+class ShiftWindowMSA(nn.Module):
+    """Pad to whole windows, cyclic shift, window attention, undo; NHWC in and out."""
+
+    def __init__(self, embed_dims, num_heads, window_size, shift_size, **msa_kwargs):
+        super().__init__()
+        self.window_size = window_size
+        self.shift_size = shift_size
+        self.w_msa = WindowMSA(embed_dims, num_heads, window_size, **msa_kwargs)
+
+    def forward(self, x):
+        b, h, w, c = x.shape
+        ws = self.window_size
+        x = F.pad(x, (0, 0, 0, (ws - w % ws) % ws, 0, (ws - h % ws) % ws))
+        ph, pw = x.shape[1:3]
+        # a window covering the whole (padded) side sees everything: no shift (torchvision's)
+        shift = [0 if ws >= ph else self.shift_size, 0 if ws >= pw else self.shift_size]
+        mask = None
+        if sum(shift) > 0:
+            x = torch.roll(x, shifts=(-shift[0], -shift[1]), dims=(1, 2))
+            mask = _window_mask(ph, pw, (ws, ws), shift, x.device).to(x.dtype)
+        x = x.view(b, ph // ws, ws, pw // ws, ws, c).permute(0, 1, 3, 2, 4, 5)
+        x = self.w_msa(x.reshape(-1, ws * ws, c), mask)
+        x = x.view(b, ph // ws, pw // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5)
+        x = x.reshape(b, ph, pw, c)
+        if sum(shift) > 0:
+            x = torch.roll(x, shifts=(shift[0], shift[1]), dims=(1, 2))
+        return x[:, :h, :w, :].contiguous()
+
+
+class FFN(nn.Module):
+    """mmcv's FFN layout (keys ``layers.0.0`` and ``layers.1``): fc-GELU-drop-fc-drop."""
+
+    def __init__(self, embed_dims, feedforward_channels, drop_rate=0.0):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Sequential(nn.Linear(embed_dims, feedforward_channels), nn.GELU(),
+                          nn.Dropout(drop_rate)),
+            nn.Linear(feedforward_channels, embed_dims), nn.Dropout(drop_rate))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class SwinBlock(nn.Module):
+    """``x + drop_path(attn(norm1(x)))``, then ``x + drop_path(ffn(norm2(x)))``; NHWC."""
+
+    def __init__(self, embed_dims, num_heads, window_size, shift, mlp_ratio=4.0, qkv_bias=True,
+                 qk_scale=None, drop_rate=0.0, attn_drop_rate=0.0, drop_path_rate=0.0,
+                 with_cp=False, cp_use_reentrant=False):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(embed_dims)
+        self.attn = ShiftWindowMSA(embed_dims, num_heads, window_size,
+                                   window_size // 2 if shift else 0, qkv_bias=qkv_bias,
+                                   qk_scale=qk_scale, attn_drop_rate=attn_drop_rate,
+                                   proj_drop_rate=drop_rate)
+        self.norm2 = nn.LayerNorm(embed_dims)
+        self.ffn = FFN(embed_dims, int(embed_dims * mlp_ratio), drop_rate)
+        self.drop_path = StochasticDepth(drop_path_rate, 'row')
+        self.with_cp = with_cp
+        self.cp_use_reentrant = cp_use_reentrant
+
+    def _inner_forward(self, x):
+        x = x + self.drop_path(self.attn(self.norm1(x)))
+        return x + self.drop_path(self.ffn(self.norm2(x)))
+
+    def forward(self, x):
+        if self.with_cp:
+            return checkpoint(self._inner_forward, x, use_reentrant=self.cp_use_reentrant)
+        return self._inner_forward(x)
+
+
+class PatchEmbed(nn.Module):
+    """Non-overlapping patches: pad to a multiple of ``patch_size``, conv, LayerNorm; NHWC out."""
+
+    def __init__(self, in_channels, embed_dims, patch_size, patch_norm=True, drop_rate=0.0):
+        super().__init__()
+        self.patch_size = patch_size
+        self.projection = nn.Conv2d(in_channels, embed_dims, patch_size, stride=patch_size)
+        self.norm = nn.LayerNorm(embed_dims) if patch_norm else None
+        self.drop_after_pos = nn.Dropout(drop_rate)
+
+    def forward(self, x):
+        p = self.patch_size
+        h, w = x.shape[-2:]
+        x = F.pad(x, (0, (p - w % p) % p, 0, (p - h % p) % p))
+        x = self.projection(x).permute(0, 2, 3, 1)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.drop_after_pos(x)
+
+
+class PatchMerging(nn.Module):
+    """2x2 neighbourhoods to channels (pad odd sizes), LayerNorm, linear to ``2 * C``; NHWC.
+
+    Channels are ordered as mmcv's ``nn.Unfold`` orders them (``c * 4 + 2 * dy + dx``), so
+    mmdet weights load as they are; :func:`convert_torchvision_swin` reorders torchvision's.
+    """
+
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.norm = nn.LayerNorm(4 * in_channels)
+        self.reduction = nn.Linear(4 * in_channels, out_channels, bias=False)
+
+    def forward(self, x):
+        b, h, w, c = x.shape
+        x = F.pad(x, (0, 0, 0, w % 2, 0, h % 2))
+        h, w = x.shape[1:3]
+        x = x.view(b, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 5, 2, 4)
+        return self.reduction(self.norm(x.reshape(b, h // 2, w // 2, 4 * c)))
+
+
+class SwinStage(nn.Module):
+    """``blocks`` and the ``downsample`` (patch merging) that ends the stage (mmdet's layout)."""
+
+    def __init__(self, blocks, downsample=None, with_cp=False, cp_use_reentrant=False):
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+        self.downsample = downsample
+        self.with_cp = with_cp
+        self.cp_use_reentrant = cp_use_reentrant
+
+    def forward(self, x):
+        """Returns (the blocks' output, the downsampled one or None)."""
+        for block in self.blocks:
+            x = block(x)
+        if self.downsample is None:
+            return x, None
+        if self.with_cp:
+            return x, checkpoint(self.downsample, x, use_reentrant=self.cp_use_reentrant)
+        return x, self.downsample(x)
+
+
+def _positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'{name} must be a positive int, got {value!r}')
+    return value
+
+
+@MODELS.register_module()
+class SwinTransformer(nn.Module):
+    """Swin Transformer backbone.
+
+    Args:
+        arch (str | dict): 'tiny', 'small', 'base', 'large', or
+            ``dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24))``. mmdet's
+            ``embed_dims`` / ``depths`` / ``num_heads`` arguments, when given, override it.
+        patch_size (int): patch embedding stride; window_size (int): attention window side.
+        mlp_ratio (float), qkv_bias (bool), qk_scale (float | None): as in mmdet.
+        drop_rate, attn_drop_rate (float): dropout after projections / of attention weights.
+        drop_path_rate (float): stochastic depth, rising linearly from 0 over all blocks.
+        out_indices (sequence[int]): stages returned, each normalised by its ``norm{i}``, NCHW.
+        frozen_stages (int): -1 nothing, 0 the patch embedding, ``k`` also the first ``k``
+            stages (with the patch merging that ends each) and their output norms (mmdet's).
+        with_cp (bool | tuple[bool]): checkpoint every block, the patch merging and (stage 0)
+            the patch embedding; for all stages or one flag per stage.
+        cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
+        convert_weights (bool): ``init_cfg`` points at a torchvision checkpoint to convert.
+        init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH, prefix=None)``.
+    """
+
+    arch_settings = {
+        'tiny': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
+        'small': dict(embed_dims=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24)),
+        'base': dict(embed_dims=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32)),
+        'large': dict(embed_dims=192, depths=(2, 2, 18, 2), num_heads=(6, 12, 24, 48)),
+    }
+
+    def __init__(self, arch='tiny', embed_dims=None, depths=None, num_heads=None, in_channels=3,
+                 patch_size=4, window_size=7, mlp_ratio=4.0, qkv_bias=True, qk_scale=None,
+                 patch_norm=True, drop_rate=0.0, attn_drop_rate=0.0, drop_path_rate=0.1,
+                 out_indices=(0, 1, 2, 3), frozen_stages=-1, norm_eval=False, with_cp=False,
+                 cp_use_reentrant=False, use_abs_pos_embed=False, convert_weights=False,
+                 pretrain_img_size=224, strides=None, pretrained=None, init_cfg=None):
+        super().__init__()
+        arch = dict(self._arch(arch))
+        for key, value in (('embed_dims', embed_dims), ('depths', depths),
+                           ('num_heads', num_heads)):
+            if value is not None:
+                arch[key] = value
+        embed_dims, depths, num_heads = arch['embed_dims'], arch['depths'], arch['num_heads']
+        _positive_int(embed_dims, 'embed_dims')
+        if not isinstance(depths, (list, tuple)) or not depths or \
+                not isinstance(num_heads, (list, tuple)) or len(num_heads) != len(depths):
+            raise ValueError(f'depths and num_heads must be sequences of the same length, got '
+                             f'depths={depths!r}, num_heads={num_heads!r}')
+        num_stages = len(depths)
+        for i, (d, h) in enumerate(zip(depths, num_heads)):
+            _positive_int(d, f'depths[{i}]')
+            _positive_int(h, f'num_heads[{i}]')
+            if (embed_dims * 2**i) % h:
+                raise ValueError(f'num_heads[{i}]={h} must divide the stage width '
+                                 f'{embed_dims * 2**i} (embed_dims * 2**{i})')
+        _positive_int(patch_size, 'patch_size')
+        _positive_int(window_size, 'window_size')
+        if strides is not None and tuple(strides) != (patch_size, ) + (2, ) * (num_stages - 1):
+            raise ValueError(f'strides must be (patch_size, 2, 2, ...) = '
+                             f'{(patch_size, ) + (2, ) * (num_stages - 1)}, got {strides!r}')
+        if use_abs_pos_embed:
+            raise NotImplementedError('use_abs_pos_embed=True is not supported')
+        for name, rate in (('drop_rate', drop_rate), ('attn_drop_rate', attn_drop_rate),
+                           ('drop_path_rate', drop_path_rate)):
+            if not 0.0 <= float(rate) < 1.0:
+                raise ValueError(f'{name} must be in [0, 1), got {rate!r}')
+        out_indices = (out_indices, ) if isinstance(out_indices, int) else tuple(out_indices)
+        if not out_indices or any(not isinstance(i, int) or not 0 <= i < num_stages
+                                  for i in out_indices):
+            raise ValueError(f'out_indices must be stage indices in 0..{num_stages - 1} '
+                             f'({num_stages} stages), got {out_indices!r}')
+        if not (isinstance(frozen_stages, int) and -1 <= frozen_stages <= num_stages):
+            raise ValueError(f'frozen_stages must be an int in -1..{num_stages}, '
+                             f'got {frozen_stages!r}')
+        if isinstance(with_cp, bool):
+            with_cp = (with_cp, ) * num_stages
+        elif not (isinstance(with_cp, (list, tuple)) and len(with_cp) == num_stages
+                  and all(isinstance(v, bool) for v in with_cp)):
+            raise ValueError(f'with_cp must be a bool or a tuple of {num_stages} bools (one per '
+                             f'stage), got {with_cp!r}')
+        if pretrained is not None:
+            if init_cfg is not None:
+                raise ValueError('give pretrained or init_cfg, not both')
+            warnings.warn('pretrained is deprecated, use init_cfg=dict(type="Pretrained", '
+                          'checkpoint=...)', DeprecationWarning)
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        self.embed_dims, self.depths, self.num_heads = embed_dims, tuple(depths), tuple(num_heads)
+        self.num_stages = num_stages
+        self.patch_size = patch_size
+        self.window_size = window_size
+        self.out_indices = tuple(sorted(set(out_indices)))
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval  # no BatchNorm: accepted for mmdet configs, no effect
+        self.with_cp = tuple(with_cp)
+        self.cp_use_reentrant = cp_use_reentrant
+        self.convert_weights = convert_weights
+        self.init_cfg = init_cfg
+
+        self.patch_embed = PatchEmbed(in_channels, embed_dims, patch_size, patch_norm, drop_rate)
+        rates = torch.linspace(0, float(drop_path_rate), sum(depths)).tolist()
+        self.stages = nn.ModuleList()
+        for i, depth in enumerate(depths):
+            dims = embed_dims * 2**i
+            blocks = [SwinBlock(dims, num_heads[i], window_size, shift=j % 2 == 1,
+                                mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_scale=qk_scale,
+                                drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                                drop_path_rate=rates[sum(depths[:i]) + j],
+                                with_cp=self.with_cp[i], cp_use_reentrant=cp_use_reentrant)
+                      for j in range(depth)]
+            down = PatchMerging(dims, 2 * dims) if i < num_stages - 1 else None
+            self.stages.append(SwinStage(blocks, down, self.with_cp[i], cp_use_reentrant))
+        self.num_features = tuple(embed_dims * 2**i for i in range(num_stages))
+        for i in self.out_indices:
+            self.add_module(f'norm{i}', nn.LayerNorm(self.num_features[i]))
+        self.out_channels = tuple(self.num_features[i] for i in self.out_indices)
+        self.feat_dim = self.out_channels[-1]
+        self._init_default_weights()
+        self._freeze_stages()
+
+    def _arch(self, arch):
+        if isinstance(arch, dict):
+            keys = {'embed_dims', 'depths', 'num_heads'}
+            if set(arch) != keys:
+                raise ValueError(f'an arch dict needs exactly the keys {sorted(keys)}, '
+                                 f'got {sorted(arch)}')
+            return arch
+        if arch not in self.arch_settings:
+            raise ValueError(f'invalid arch {arch!r} for SwinTransformer: allowed are '
+                             f'{", ".join(self.arch_settings)} or a dict with embed_dims, '
+                             'depths, num_heads')
+        return self.arch_settings[arch]
+
+    def _init_default_weights(self):
+        """mmdet's: truncated normal (std 0.02) linears with zero bias, unit LayerNorms."""
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def init_weights(self):
+        """Load ``init_cfg``; with ``convert_weights`` the file is a torchvision checkpoint."""
+        cfg = self.init_cfg
+        if cfg is None:
+            return
+        if not isinstance(cfg, dict) or cfg.get('type') != 'Pretrained' \
+                or 'checkpoint' not in cfg:
+            raise ValueError("SwinTransformer init_cfg must be dict(type='Pretrained', "
+                             f'checkpoint=PATH), got {cfg!r}')
+        if not self.convert_weights:
+            load_checkpoint(self, cfg['checkpoint'], map_location='cpu', strict=False,
+                            prefix=cfg.get('prefix'))
+            return
+        ckpt = load_file(cfg['checkpoint'], map_location='cpu')
+        state_dict = ckpt.get('state_dict', ckpt.get('model', ckpt))
+        missing, _ = self.load_state_dict(convert_torchvision_swin(state_dict), strict=False)
+        if missing:
+            warnings.warn(f'keys missing from {cfg["checkpoint"]}: {missing}')
+
+    def _freeze_stages(self):
+        frozen = [self.patch_embed] if self.frozen_stages >= 0 else []
+        for i in range(self.frozen_stages):
+            frozen.append(self.stages[i])
+            if i in self.out_indices:
+                frozen.append(getattr(self, f'norm{i}'))
+        for m in frozen:
+            m.eval()
+            for p in m.parameters():
+                p.requires_grad = False
+
+    def train(self, mode=True):
+        super().train(mode)
+        self._freeze_stages()
+        return self
+
+    def forward(self, x):
+        """NCHW image -> tuple of NCHW features, one per ``out_indices``; stages after the last
+        requested one are not run."""
+        if self.with_cp[0]:
+            x = checkpoint(self.patch_embed, x, use_reentrant=self.cp_use_reentrant)
+        else:
+            x = self.patch_embed(x)
+        outs = []
+        last = max(self.out_indices)
+        for i, stage in enumerate(self.stages[:last + 1]):
+            if i == last:  # its patch merging would be unused
+                for block in stage.blocks:
+                    x = block(x)
+                feat = x
+            else:
+                feat, x = stage(x)
+            if i in self.out_indices:
+                outs.append(getattr(self, f'norm{i}')(feat).permute(0, 3, 1, 2).contiguous())
+        return tuple(outs)
+
+
+def _unfold_order_weight(w):
+    """torchvision / original Swin patch-merging input order -> mmcv's unfold order."""
+    out_c, in_c = w.shape
+    return w.reshape(out_c, 4, in_c // 4)[:, [0, 2, 1, 3], :].transpose(1, 2).reshape(out_c, in_c)
+
+
+def _unfold_order_vector(v):
+    return v.reshape(4, -1)[[0, 2, 1, 3], :].transpose(0, 1).reshape(-1)
+
+
+def convert_torchvision_swin(state_dict):
+    """A torchvision ``swin_t / swin_s / swin_b`` state dict in this module's keys.
+
+    ``features.0`` (conv, LayerNorm) -> ``patch_embed.projection / norm``; ``features.{2i+1}.j``
+    -> ``stages.i.blocks.j`` (``attn.qkv / proj / relative_position_bias_table`` ->
+    ``attn.w_msa.*``, ``mlp.0 / mlp.3`` -> ``ffn.layers.0.0 / ffn.layers.1``);
+    ``features.{2i+2}`` -> ``stages.i.downsample`` with its 4C inputs reordered to mmcv's
+    unfold order; ``norm`` -> ``norm{last}``. ``head.*`` and ``relative_position_index`` are
+    dropped. Stage outputs other than the last have no torchvision norm: ``norm{i}`` keep
+    their initialisation. Swin V2 (``swin_v2_*``) is a different model and is refused.
+    """
+    if any('cpb_mlp' in k or 'logit_scale' in k for k in state_dict):
+        raise ValueError('a Swin V2 state dict (cpb_mlp / logit_scale keys) cannot be converted '
+                         'to SwinTransformer (V1)')
+    stage_ids = [int(m.group(1)) for k in state_dict
+                 if (m := re.match(r'features\.(\d+)\.', k))]
+    if not stage_ids:
+        raise ValueError('not a torchvision Swin state dict: no features.N.* keys')
+    last = (max(stage_ids) - 1) // 2
+    out = OrderedDict()
+    for key, value in state_dict.items():
+        if key.startswith('head.') or key.endswith('relative_position_index'):
+            continue
+        if key.startswith('norm.'):
+            out[f'norm{last}.' + key[5:]] = value
+            continue
+        m = re.match(r'features\.(\d+)\.(.*)', key)
+        if not m:
+            raise ValueError(f'unexpected key {key!r} in a torchvision Swin state dict')
+        idx, rest = int(m.group(1)), m.group(2)
+        if idx == 0:
+            rest = rest.replace('0.', 'projection.', 1) if rest.startswith('0.') \
+                else rest.replace('2.', 'norm.', 1)
+            out[f'patch_embed.{rest}'] = value
+        elif idx % 2 == 1:
+            rest = re.sub(r'^(\d+)\.attn\.', r'\1.attn.w_msa.', rest)
+            rest = re.sub(r'^(\d+)\.mlp\.0\.', r'\1.ffn.layers.0.0.', rest)
+            rest = re.sub(r'^(\d+)\.mlp\.3\.', r'\1.ffn.layers.1.', rest)
+            out[f'stages.{(idx - 1) // 2}.blocks.{rest}'] = value
+        else:
+            value = _unfold_order_weight(value) if rest.startswith('reduction.') \
+                else _unfold_order_vector(value)
+            out[f'stages.{idx // 2 - 1}.downsample.{rest}'] = value
+    return out

@@ -1,0 +1,3 @@
+from .image import ImageClassifier, LinearClsHead
+
+__all__ = ['ImageClassifier', 'LinearClsHead']
