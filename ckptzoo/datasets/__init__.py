@@ -1,2 +1,2 @@
-from .classification import (BaseClassificationDataset, CustomDataset,  # noqa: F401
+from .classification import (BaseClassificationDataset, ImageFolderDataset,  # noqa: F401
                              SyntheticClassificationDataset)

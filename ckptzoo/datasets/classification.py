@@ -13,7 +13,8 @@ from torch.utils.data import Dataset
 
 from ..registry import DATASETS
 
-__all__ = ['BaseClassificationDataset', 'SyntheticClassificationDataset', 'CustomDataset']
+__all__ = ['BaseClassificationDataset', 'SyntheticClassificationDataset',
+           'ImageFolderDataset']
 
 IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif', '.tiff', '.webp')
 
@@ -133,9 +134,10 @@ class SyntheticClassificationDataset(BaseClassificationDataset):
                     gt_label=torch.tensor(label, dtype=torch.int64))
 
 
-@DATASETS.register_module(name=['CustomDataset', 'ImageFolderDataset'])
-class CustomDataset(BaseClassificationDataset):
-    """mmcls's folder dataset: ``data_prefix/<class>/<image>``, classes sorted by folder name.
+@DATASETS.register_module()
+class ImageFolderDataset(BaseClassificationDataset):
+    """A folder dataset (mmcls calls it CustomDataset; that name is mmdet's detection base here):
+    ``data_prefix/<class>/<image>``, classes sorted by folder name.
 
     Instead of an mmcls pipeline it applies torchvision's standard ImageNet transforms: in
     training ``RandomResizedCrop(img_size)`` and a horizontal flip, in ``test_mode``

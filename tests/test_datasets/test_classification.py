@@ -62,7 +62,7 @@ def test_custom_dataset_folders(tmp_path):
             Image.fromarray(rng.integers(0, 255, (20, 30, 3), dtype=np.uint8)).save(
                 tmp_path / name / f'{i}.png')
     (tmp_path / 'dog' / 'notes.txt').write_text('not an image')
-    data = build_dataset(dict(type='CustomDataset', data_prefix=str(tmp_path), img_size=16,
+    data = build_dataset(dict(type='ImageFolderDataset', data_prefix=str(tmp_path), img_size=16,
                               test_mode=True))
     assert data.CLASSES == ('cat', 'dog') and len(data) == 5
     assert list(data.get_gt_labels()) == [0, 0, 1, 1, 1]
@@ -71,9 +71,9 @@ def test_custom_dataset_folders(tmp_path):
     batch = next(iter(DataLoader(data, batch_size=5)))
     assert batch['img'].shape == (5, 3, 16, 16)
     assert torch.equal(data[3]['img'], item['img'])  # test mode is deterministic
-    train = build_dataset(dict(type='CustomDataset', data_prefix=str(tmp_path), img_size=16))
+    train = build_dataset(dict(type='ImageFolderDataset', data_prefix=str(tmp_path), img_size=16))
     assert train[0]['img'].shape == (3, 16, 16)
     assert data.evaluate([np.eye(2)[k] for k in [0, 1, 1, 1, 1]]) == {'accuracy_top-1': 80.0}
     with pytest.raises(ValueError, match=r"class folders \['bird'\] not found"):
-        build_dataset(dict(type='CustomDataset', data_prefix=str(tmp_path),
+        build_dataset(dict(type='ImageFolderDataset', data_prefix=str(tmp_path),
                            classes=('cat', 'bird')))

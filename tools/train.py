@@ -1,0 +1,146 @@
+"""Train a model from a config file (mmdet 2.x's tools/train.py)."""
+import argparse
+import copy
+import os
+import os.path as osp
+import sys
+import time
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+import torch  # noqa: E402
+from mmengine.config import Config, DictAction  # noqa: E402
+
+import ckptzoo  # noqa: E402
+from ckptzoo.apis import set_random_seed, train_model  # noqa: E402
+from ckptzoo.registry import build_dataset, build_model  # noqa: E402
+from ckptzoo.runner import init_dist  # noqa: E402
+from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
+from ckptzoo.utils.logger import get_root_logger  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description='Train a model')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--work-dir', help='the dir to save logs and models')
+    parser.add_argument('--resume-from', help='the checkpoint file to resume from')
+    parser.add_argument('--auto-resume', action='store_true',
+                        help='resume from the latest checkpoint in the work_dir automatically')
+    parser.add_argument('--load-from', help='the checkpoint file to start from (weights only)')
+    parser.add_argument('--no-validate', action='store_true',
+                        help='do not evaluate the checkpoint during training')
+    parser.add_argument('--seed', type=int, default=None, help='random seed')
+    parser.add_argument('--diff-seed', action='store_true',
+                        help='different seeds for different ranks')
+    parser.add_argument('--deterministic', action='store_true',
+                        help='deterministic options for the CUDNN backend')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config settings, e.g. optimizer.lr=0.01 '
+                        'data.samples_per_gpu=4 "model.backbone.out_indices=(1,2,3)"')
+    parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none',
+                        help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def _setup_multi_processes(cfg):
+    """mmdet 2.x keys: opencv_num_threads, mp_start_method."""
+    if cfg.get('mp_start_method') is not None:
+        import multiprocessing as mp
+        if mp.get_start_method(allow_none=True) is None:
+            mp.set_start_method(cfg.mp_start_method)
+    if cfg.get('opencv_num_threads') is not None:
+        try:
+            import cv2
+            cv2.setNumThreads(cfg.opencv_num_threads)
+        except ImportError:
+            pass
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    _setup_multi_processes(cfg)
+    if cfg.get('cudnn_benchmark', False):
+        torch.backends.cudnn.benchmark = True
+
+    # work_dir: the flag, then the config, then ./work_dirs/<config name>
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    if args.resume_from is not None:
+        cfg.resume_from = args.resume_from
+    if args.load_from is not None:
+        cfg.load_from = args.load_from
+    cfg.auto_resume = args.auto_resume or cfg.get('auto_resume', False)
+
+    if args.launcher == 'none':
+        distributed = False
+    else:
+        distributed = True
+        dist_params = dict(cfg.get('dist_params', {}))
+        if dist_params.get('backend') == 'nccl' and not torch.cuda.is_available():
+            dist_params['backend'] = 'gloo'  # mmdet configs say nccl; there is no GPU
+        init_dist(args.launcher, **dist_params)
+    rank, world_size = get_dist_info()
+
+    os.makedirs(osp.abspath(cfg.work_dir), exist_ok=True)
+    if rank == 0:
+        cfg.dump(osp.join(cfg.work_dir, osp.basename(args.config)))
+    timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
+    log_file = osp.join(cfg.work_dir, f'{timestamp}.log')
+    logger = get_root_logger(log_file=log_file, log_level=cfg.get('log_level', 'INFO'))
+
+    meta = dict()
+    meta['env_info'] = f'torch {torch.__version__}, ckptzoo {ckptzoo.__version__}, ' \
+                       f'CUDA available: {torch.cuda.is_available()}'
+    meta['config'] = cfg.pretty_text
+    logger.info(f'Distributed training: {distributed} (world size {world_size})')
+    logger.info(f'Config:\n{cfg.pretty_text}')
+
+    seed = args.seed if args.seed is not None else cfg.get('seed')
+    if seed is None:
+        seed = 0
+    if args.diff_seed:
+        seed += rank
+    logger.info(f'Set random seed to {seed}, deterministic: {args.deterministic}')
+    set_random_seed(seed, deterministic=args.deterministic)
+    cfg.seed = seed
+    meta['seed'] = seed
+    meta['exp_name'] = osp.basename(args.config)
+
+    model = build_model(cfg.model, default_args=_model_defaults(cfg))
+    if hasattr(model, 'init_weights'):
+        model.init_weights()
+
+    datasets = [build_dataset(cfg.data.train)]
+    if len(cfg.workflow) == 2:
+        val_dataset = copy.deepcopy(cfg.data.val)
+        val_dataset.pipeline = cfg.data.train.get('pipeline', val_dataset.get('pipeline'))
+        datasets.append(build_dataset(val_dataset))
+    if hasattr(datasets[0], 'CLASSES'):
+        meta['CLASSES'] = list(datasets[0].CLASSES)
+        model.CLASSES = datasets[0].CLASSES
+    train_model(model, datasets, cfg, distributed=distributed, validate=not args.no_validate,
+                timestamp=timestamp, meta=meta, logger=logger)
+    if distributed:
+        torch.distributed.destroy_process_group()
+
+
+def _model_defaults(cfg):
+    """mmdet 2.x configs may keep train_cfg / test_cfg at the top level."""
+    defaults = {}
+    for key in ('train_cfg', 'test_cfg'):
+        if cfg.get(key) is not None and key not in cfg.model:
+            defaults[key] = cfg.get(key)
+    return defaults or None
+
+
+if __name__ == '__main__':
+    main()
