@@ -1,0 +1,11 @@
+from .builder import (DistributedGroupSampler, GroupSampler, build_dataloader, build_dataset,
+                      collate, worker_init_fn)
+from .custom import CustomDataset
+from .dataset_wrappers import ConcatDataset, RepeatDataset
+from .pipelines import *  # noqa: F401,F403
+from .synthetic_voc import SYNTHETIC_CLASSES, generate_voc
+from .voc import VOCDataset, XMLDataset
+
+__all__ = ['DistributedGroupSampler', 'GroupSampler', 'build_dataloader', 'build_dataset',
+           'collate', 'worker_init_fn', 'CustomDataset', 'ConcatDataset', 'RepeatDataset',
+           'SYNTHETIC_CLASSES', 'generate_voc', 'VOCDataset', 'XMLDataset']
