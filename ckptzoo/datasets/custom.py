@@ -1,0 +1,215 @@
+"""``CustomDataset``: mmdet 2.x's base detection dataset (middle format, filtering, grouping).
+
+Middle format, one dict per image::
+
+    dict(filename='a.jpg', width=1280, height=720,
+         ann=dict(bboxes=<float32 [n, 4]>, labels=<int64 [n]>,
+                  bboxes_ignore=<float32 [k, 4]>, labels_ignore=<int64 [k]>))
+"""
+import os.path as osp
+import warnings
+from collections import OrderedDict
+
+import numpy as np
+from mmengine.fileio import load
+from mmengine.logging import print_log
+from torch.utils.data import Dataset
+
+from ..evaluation import eval_map
+from ..registry import DATASETS
+from .pipelines import Compose
+
+
+def list_from_file(filename):
+    with open(filename, encoding='utf-8') as f:
+        return [line.rstrip('\n\r') for line in f if line.strip()]
+
+
+@DATASETS.register_module()
+class CustomDataset(Dataset):
+    """Args as mmdet 2.x: ``ann_file`` (a path; a list of paths is split into a
+    ``ConcatDataset`` by ``build_dataset``), ``pipeline`` (transform configs), ``classes``
+    (names or a file of names; default ``CLASSES``), ``data_root`` (joined to the relative
+    ``ann_file``, ``img_prefix``, ``seg_prefix``, ``proposal_file``), ``test_mode`` (no
+    filtering, no group flag, ``__getitem__`` gives test data), ``filter_empty_gt``.
+
+    In training, images with a short side < 32 px (and, for subclasses that can tell, images
+    without a gt box) are dropped, and ``flag`` groups images by aspect ratio (1 if w / h > 1)
+    for ``GroupSampler``.
+    """
+
+    CLASSES = None
+    #: +1 in box widths/heights when evaluating (mmdet 2.x: False here, True for VOC).
+    use_legacy_coordinate = False
+
+    def __init__(self, ann_file, pipeline, classes=None, data_root=None, img_prefix='',
+                 seg_prefix=None, seg_suffix='.png', proposal_file=None, test_mode=False,
+                 filter_empty_gt=True, file_client_args=dict(backend='disk')):
+        if isinstance(ann_file, (list, tuple)):
+            raise TypeError(
+                f'{type(self).__name__} takes one ann_file, got a list {ann_file!r}; build it '
+                f'with ckptzoo.datasets.build_dataset, which makes a ConcatDataset of one '
+                f'dataset per file (as mmdet 2.x)')
+        self.ann_file = ann_file
+        self.data_root = data_root
+        self.img_prefix = img_prefix
+        self.seg_prefix = seg_prefix
+        self.seg_suffix = seg_suffix
+        self.proposal_file = proposal_file
+        self.test_mode = test_mode
+        self.filter_empty_gt = filter_empty_gt
+        self.CLASSES = self.get_classes(classes)
+
+        if self.data_root is not None:
+            if not osp.isabs(self.ann_file):
+                self.ann_file = osp.join(self.data_root, self.ann_file)
+            if not (self.img_prefix is None or osp.isabs(self.img_prefix)):
+                self.img_prefix = osp.join(self.data_root, self.img_prefix)
+            if not (self.seg_prefix is None or osp.isabs(self.seg_prefix)):
+                self.seg_prefix = osp.join(self.data_root, self.seg_prefix)
+            if not (self.proposal_file is None or osp.isabs(self.proposal_file)):
+                self.proposal_file = osp.join(self.data_root, self.proposal_file)
+
+        self.data_infos = self.load_annotations(self.ann_file)
+        self.proposals = (self.load_proposals(self.proposal_file)
+                          if self.proposal_file is not None else None)
+
+        if not test_mode:
+            valid_inds = self._filter_imgs()
+            self.data_infos = [self.data_infos[i] for i in valid_inds]
+            if self.proposals is not None:
+                self.proposals = [self.proposals[i] for i in valid_inds]
+            self._set_group_flag()
+
+        self.pipeline = Compose(pipeline)
+
+    def __len__(self):
+        return len(self.data_infos)
+
+    def load_annotations(self, ann_file):
+        """A json/pickle/yaml file of middle-format dicts (box lists become arrays)."""
+        infos = load(ann_file)
+        for info in infos:
+            ann = info.get('ann')
+            if ann is None:
+                continue
+            for key, shape, dtype in (('bboxes', (-1, 4), np.float32),
+                                      ('bboxes_ignore', (-1, 4), np.float32),
+                                      ('labels', (-1,), np.int64),
+                                      ('labels_ignore', (-1,), np.int64)):
+                if key in ann:
+                    ann[key] = np.asarray(ann[key], dtype=dtype).reshape(shape)
+        return infos
+
+    def load_proposals(self, proposal_file):
+        return load(proposal_file)
+
+    def get_ann_info(self, idx):
+        return self.data_infos[idx]['ann']
+
+    def get_cat_ids(self, idx):
+        return np.asarray(self.get_ann_info(idx)['labels']).astype(np.int64).tolist()
+
+    def pre_pipeline(self, results):
+        results['img_prefix'] = self.img_prefix
+        results['seg_prefix'] = self.seg_prefix
+        results['proposal_file'] = self.proposal_file
+        results['bbox_fields'] = []
+        results['mask_fields'] = []
+        results['seg_fields'] = []
+
+    def _filter_imgs(self, min_size=32):
+        if self.filter_empty_gt:
+            warnings.warn('CustomDataset does not support filtering empty gt images.')
+        return [i for i, info in enumerate(self.data_infos)
+                if min(info['width'], info['height']) >= min_size]
+
+    def _set_group_flag(self):
+        self.flag = np.zeros(len(self), dtype=np.uint8)
+        for i, info in enumerate(self.data_infos):
+            if info['width'] / info['height'] > 1:
+                self.flag[i] = 1
+
+    def _rand_another(self, idx):
+        pool = np.where(self.flag == self.flag[idx])[0]
+        return np.random.choice(pool)
+
+    def __getitem__(self, idx):
+        if self.test_mode:
+            return self.prepare_test_img(idx)
+        while True:
+            data = self.prepare_train_img(idx)
+            if data is None:
+                idx = self._rand_another(idx)
+                continue
+            return data
+
+    def prepare_train_img(self, idx):
+        results = dict(img_info=self.data_infos[idx], ann_info=self.get_ann_info(idx))
+        if self.proposals is not None:
+            results['proposals'] = self.proposals[idx]
+        self.pre_pipeline(results)
+        return self.pipeline(results)
+
+    def prepare_test_img(self, idx):
+        results = dict(img_info=self.data_infos[idx])
+        if self.proposals is not None:
+            results['proposals'] = self.proposals[idx]
+        self.pre_pipeline(results)
+        return self.pipeline(results)
+
+    @classmethod
+    def get_classes(cls, classes=None):
+        """``classes``: None (the class's ``CLASSES``), a file with one name per line, or a
+        tuple/list of names."""
+        if classes is None:
+            return cls.CLASSES
+        if isinstance(classes, str):
+            return tuple(list_from_file(classes))
+        if isinstance(classes, (tuple, list)):
+            return tuple(classes)
+        raise TypeError(f'classes must be None, a file name or a list of names, got {classes!r}')
+
+    def _eval_mode(self):
+        return 'area'
+
+    def evaluate(self, results, metric='mAP', logger=None, proposal_nums=(100, 300, 1000),
+                 iou_thr=0.5, scale_ranges=None):
+        """``mAP`` (``AP50``-style key per IoU threshold, ``mAP`` their mean) over
+        ``results``: per image, a list (per class) of ``[k, 5]`` arrays in original-image
+        coordinates. ``iou_thr`` may be a float or a list."""
+        return self._evaluate(results, [self.get_ann_info(i) for i in range(len(self))],
+                              metric, logger, proposal_nums, iou_thr, scale_ranges)
+
+    def _evaluate(self, results, annotations, metric='mAP', logger=None,
+                  proposal_nums=(100, 300, 1000), iou_thr=0.5, scale_ranges=None):
+        if not isinstance(metric, str):
+            if len(metric) != 1:
+                raise ValueError(f'evaluate takes one metric, got {metric!r}')
+            metric = metric[0]
+        if metric != 'mAP':
+            raise KeyError(f"metric {metric!r} is not supported; supported: 'mAP'")
+        if len(results) != len(annotations):
+            raise ValueError(f'got results for {len(results)} images, the dataset has '
+                             f'{len(annotations)}')
+        iou_thrs = [iou_thr] if isinstance(iou_thr, float) else list(iou_thr)
+        eval_results = OrderedDict()
+        mean_aps = []
+        for thr in iou_thrs:
+            print_log(f'\n{"-" * 15}iou_thr: {thr}{"-" * 15}', logger=logger)
+            mean_ap, _ = eval_map(results, annotations, scale_ranges=scale_ranges, iou_thr=thr,
+                                  dataset=self.CLASSES, logger=logger,
+                                  use_legacy_coordinate=self.use_legacy_coordinate,
+                                  eval_mode=self._eval_mode())
+            if isinstance(mean_ap, list):  # one per scale range
+                mean_ap = float(np.mean(mean_ap))
+            mean_aps.append(mean_ap)
+            eval_results[f'AP{int(thr * 100):02d}'] = round(mean_ap, 3)
+        eval_results['mAP'] = sum(mean_aps) / len(mean_aps)
+        eval_results.move_to_end('mAP', last=False)
+        return eval_results
+
+    def __repr__(self):
+        mode = 'Test' if self.test_mode else 'Train'
+        return (f'{mode} {type(self).__name__} with {len(self)} images, '
+                f'{len(self.CLASSES or ())} classes')

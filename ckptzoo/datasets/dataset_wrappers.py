@@ -1,0 +1,112 @@
+"""Dataset wrappers: ``RepeatDataset`` and ``ConcatDataset`` (mmdet 2.x).
+
+Both accept already-built datasets or dataset configs (built with ``build_dataset``), so a
+config built straight through the registry works too.
+"""
+import bisect
+
+import numpy as np
+from mmengine.logging import print_log
+from torch.utils.data.dataset import ConcatDataset as _ConcatDataset
+
+from ..registry import DATASETS
+
+
+def _built(dataset):
+    if isinstance(dataset, dict):
+        from .builder import build_dataset
+        return build_dataset(dataset)
+    return dataset
+
+
+@DATASETS.register_module()
+class ConcatDataset(_ConcatDataset):
+    """Datasets one after another; ``flag`` concatenated for ``GroupSampler``.
+
+    ``evaluate`` with ``separate_eval=True`` evaluates each part on its slice of the results
+    and prefixes the keys with the part's index (``'0_mAP'``, ``'1_mAP'``); with ``False`` it
+    evaluates everything at once with the first part's metric (all parts must be the same
+    type). Unlike mmdet 2.x, the joint evaluation reads each image's annotation from its own
+    part (mmdet re-read them through the first part, wrong for VOC07+12 whose parts have
+    different ``img_prefix``).
+    """
+
+    def __init__(self, datasets, separate_eval=True):
+        datasets = [_built(d) for d in datasets]
+        if not datasets:
+            raise ValueError('ConcatDataset needs at least one dataset, got []')
+        super().__init__(datasets)
+        self.CLASSES = getattr(datasets[0], 'CLASSES', None)
+        self.separate_eval = separate_eval
+        if not separate_eval and len({type(d) for d in datasets}) != 1:
+            raise NotImplementedError(
+                f'separate_eval=False needs datasets of one type, got '
+                f'{sorted({type(d).__name__ for d in datasets})}')
+        if all(hasattr(d, 'flag') for d in datasets):
+            self.flag = np.concatenate([d.flag for d in datasets])
+
+    def _locate(self, idx):
+        if idx < 0:
+            if -idx > len(self):
+                raise IndexError(f'index {idx} out of range for length {len(self)}')
+            idx = len(self) + idx
+        dataset_idx = bisect.bisect_right(self.cumulative_sizes, idx)
+        sample_idx = idx if dataset_idx == 0 else idx - self.cumulative_sizes[dataset_idx - 1]
+        return dataset_idx, sample_idx
+
+    def get_ann_info(self, idx):
+        d, i = self._locate(idx)
+        return self.datasets[d].get_ann_info(i)
+
+    def get_cat_ids(self, idx):
+        d, i = self._locate(idx)
+        return self.datasets[d].get_cat_ids(i)
+
+    def evaluate(self, results, logger=None, **kwargs):
+        if len(results) != self.cumulative_sizes[-1]:
+            raise ValueError(f'got results for {len(results)} images, the dataset has '
+                             f'{self.cumulative_sizes[-1]}')
+        for dataset in self.datasets:
+            if not hasattr(dataset, 'evaluate'):
+                raise TypeError(f'{type(dataset).__name__} has no evaluate()')
+        if self.separate_eval:
+            total = dict()
+            start = 0
+            for i, (end, dataset) in enumerate(zip(self.cumulative_sizes, self.datasets)):
+                part = results[start:end]
+                print_log(f'\nEvaluating {getattr(dataset, "ann_file", i)} with {len(part)} '
+                          f'images now', logger=logger)
+                for k, v in dataset.evaluate(part, logger=logger, **kwargs).items():
+                    total[f'{i}_{k}'] = v
+                start = end
+            return total
+        first = self.datasets[0]
+        annotations = [self.get_ann_info(i) for i in range(len(self))]
+        return first._evaluate(results, annotations, logger=logger, **kwargs)
+
+
+@DATASETS.register_module()
+class RepeatDataset:
+    """``times`` passes over ``dataset`` per epoch (cheap long epochs for small sets)."""
+
+    def __init__(self, dataset, times):
+        if not isinstance(times, int) or times < 1:
+            raise ValueError(f'times must be a positive int, got {times!r}')
+        self.dataset = _built(dataset)
+        self.times = times
+        self.CLASSES = getattr(self.dataset, 'CLASSES', None)
+        if hasattr(self.dataset, 'flag'):
+            self.flag = np.tile(self.dataset.flag, times)
+        self._ori_len = len(self.dataset)
+
+    def __getitem__(self, idx):
+        return self.dataset[idx % self._ori_len]
+
+    def get_ann_info(self, idx):
+        return self.dataset.get_ann_info(idx % self._ori_len)
+
+    def get_cat_ids(self, idx):
+        return self.dataset.get_cat_ids(idx % self._ori_len)
+
+    def __len__(self):
+        return self.times * self._ori_len

@@ -1,0 +1,10 @@
+from .compose import Compose
+from .formatting import (Collect, DefaultFormatBundle, ImageToTensor, ToTensor,
+                         to_tensor)
+from .loading import LoadAnnotations, LoadImageFromFile
+from .test_time_aug import MultiScaleFlipAug
+from .transforms import Normalize, Pad, RandomFlip, Resize
+
+__all__ = ['Compose', 'Collect', 'DefaultFormatBundle', 'ImageToTensor', 'ToTensor',
+           'to_tensor', 'LoadAnnotations', 'LoadImageFromFile', 'MultiScaleFlipAug',
+           'Normalize', 'Pad', 'RandomFlip', 'Resize']

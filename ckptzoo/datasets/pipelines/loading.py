@@ -1,0 +1,117 @@
+"""Loading transforms: the image from disk and the annotations from ``ann_info`` (mmdet 2.x).
+
+Images are HWC numpy arrays, BGR, uint8 (as mmcv's ``imread``), read with OpenCV.
+"""
+import os.path as osp
+
+import cv2
+import numpy as np
+
+from ...registry import TRANSFORMS
+
+_COLOR_FLAGS = {
+    'color': cv2.IMREAD_COLOR,
+    'grayscale': cv2.IMREAD_GRAYSCALE,
+    'unchanged': cv2.IMREAD_UNCHANGED,
+    'color_ignore_orientation': cv2.IMREAD_IGNORE_ORIENTATION | cv2.IMREAD_COLOR,
+    'grayscale_ignore_orientation': cv2.IMREAD_IGNORE_ORIENTATION | cv2.IMREAD_GRAYSCALE,
+}
+
+
+def imread(filename, color_type='color', channel_order='bgr'):
+    """mmcv.imread for a local file: HWC uint8, BGR unless ``channel_order='rgb'``."""
+    if color_type not in _COLOR_FLAGS:
+        raise ValueError(f'color_type must be one of {sorted(_COLOR_FLAGS)}, got {color_type!r}')
+    if channel_order not in ('bgr', 'rgb'):
+        raise ValueError(f"channel_order must be 'bgr' or 'rgb', got {channel_order!r}")
+    # np.fromfile + imdecode also handles non-ASCII paths, which cv2.imread does not.
+    try:
+        buf = np.fromfile(filename, dtype=np.uint8)
+    except OSError as e:
+        raise FileNotFoundError(f'cannot read image file {filename!r}: {e}') from e
+    img = cv2.imdecode(buf, _COLOR_FLAGS[color_type])
+    if img is None:
+        raise OSError(f'cannot decode image file {filename!r} (not an image OpenCV can read)')
+    if img.ndim == 3 and img.shape[2] == 3 and channel_order == 'rgb':
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return img
+
+
+@TRANSFORMS.register_module()
+class LoadImageFromFile:
+    """mmdet 2.x ``LoadImageFromFile``; ``file_client_args`` only accepts the disk backend."""
+
+    def __init__(self, to_float32=False, color_type='color', channel_order='bgr',
+                 file_client_args=dict(backend='disk')):
+        if file_client_args is not None and file_client_args.get('backend', 'disk') != 'disk':
+            raise ValueError(f"only the 'disk' file client backend is supported, "
+                             f"got {file_client_args!r}")
+        if color_type not in _COLOR_FLAGS:
+            raise ValueError(f'color_type must be one of {sorted(_COLOR_FLAGS)}, got {color_type!r}')
+        if channel_order not in ('bgr', 'rgb'):
+            raise ValueError(f"channel_order must be 'bgr' or 'rgb', got {channel_order!r}")
+        self.to_float32 = to_float32
+        self.color_type = color_type
+        self.channel_order = channel_order
+
+    def __call__(self, results):
+        if results.get('img_prefix') is not None:
+            filename = osp.join(results['img_prefix'], results['img_info']['filename'])
+        else:
+            filename = results['img_info']['filename']
+        img = imread(filename, self.color_type, self.channel_order)
+        if self.to_float32:
+            img = img.astype(np.float32)
+        results['filename'] = filename
+        results['ori_filename'] = results['img_info']['filename']
+        results['img'] = img
+        results['img_shape'] = img.shape
+        results['ori_shape'] = img.shape
+        results['img_fields'] = ['img']
+        return results
+
+    def __repr__(self):
+        return (f'{self.__class__.__name__}(to_float32={self.to_float32}, '
+                f'color_type={self.color_type!r}, channel_order={self.channel_order!r})')
+
+
+@TRANSFORMS.register_module()
+class LoadAnnotations:
+    """mmdet 2.x ``LoadAnnotations`` for boxes and labels (masks and segmentation maps are not
+    supported and raise)."""
+
+    def __init__(self, with_bbox=True, with_label=True, with_mask=False, with_seg=False,
+                 poly2mask=True, denorm_bbox=False, file_client_args=dict(backend='disk')):
+        if with_mask or with_seg:
+            raise NotImplementedError(
+                f'LoadAnnotations supports boxes and labels only, got with_mask={with_mask}, '
+                f'with_seg={with_seg}')
+        self.with_bbox = with_bbox
+        self.with_label = with_label
+        self.denorm_bbox = denorm_bbox
+
+    def _load_bboxes(self, results):
+        ann_info = results['ann_info']
+        bboxes = np.array(ann_info['bboxes'], dtype=np.float32).reshape(-1, 4)
+        if self.denorm_bbox and bboxes.shape[0]:
+            h, w = results['img_shape'][:2]
+            bboxes[:, 0::2] *= w
+            bboxes[:, 1::2] *= h
+        results['gt_bboxes'] = bboxes
+        gt_bboxes_ignore = ann_info.get('bboxes_ignore', None)
+        if gt_bboxes_ignore is not None:
+            results['gt_bboxes_ignore'] = np.array(gt_bboxes_ignore,
+                                                   dtype=np.float32).reshape(-1, 4)
+            results.setdefault('bbox_fields', []).append('gt_bboxes_ignore')
+        results.setdefault('bbox_fields', []).append('gt_bboxes')
+        return results
+
+    def __call__(self, results):
+        if self.with_bbox:
+            results = self._load_bboxes(results)
+        if self.with_label:
+            results['gt_labels'] = np.array(results['ann_info']['labels'], dtype=np.int64)
+        return results
+
+    def __repr__(self):
+        return f'{self.__class__.__name__}(with_bbox={self.with_bbox}, with_label={self.with_label})'
