@@ -22,5 +22,6 @@ class IterTimerHook(Hook):
         runner.log_buffer.update({'data_time': time.time() - self.t})
 
     def after_iter(self, runner):
-        runner.log_buffer.update({'time': time.time() - self.t})
-        self.t = time.time()
+        now = time.time()
+        runner.log_buffer.update({'time': now - self.t})
+        self.t = now
