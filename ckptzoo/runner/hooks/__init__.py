@@ -1,6 +1,16 @@
+from .checkpoint import CheckpointHook
+from .evaluation import DistEvalHook, EvalHook
 from .hook import Hook
+from .iter_timer import IterTimerHook
+from .logger import LoggerHook, TensorboardLoggerHook, TextLoggerHook
+from .lr_updater import (CosineAnnealingLrUpdaterHook, FixedLrUpdaterHook, LrUpdaterHook,
+                         PolyLrUpdaterHook, StepLrUpdaterHook, build_lr_hook)
 from .optimizer import (Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
                         GradientCumulativeOptimizerHook, OptimizerHook)
+from .sampler_seed import DistSamplerSeedHook
 
-__all__ = ['Hook', 'OptimizerHook', 'Fp16OptimizerHook', 'GradientCumulativeOptimizerHook',
-           'GradientCumulativeFp16OptimizerHook']
+__all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook', 'LoggerHook',
+           'TextLoggerHook', 'TensorboardLoggerHook', 'LrUpdaterHook', 'StepLrUpdaterHook',
+           'CosineAnnealingLrUpdaterHook', 'PolyLrUpdaterHook', 'FixedLrUpdaterHook',
+           'build_lr_hook', 'DistSamplerSeedHook', 'OptimizerHook', 'Fp16OptimizerHook',
+           'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook']

@@ -1,0 +1,271 @@
+"""mmcv 1.x EvalHook / DistEvalHook: evaluate during training and keep the best checkpoint."""
+import math
+import os
+import os.path as osp
+import warnings
+
+import torch.distributed as dist
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.utils.data import DataLoader
+
+from ...registry import HOOKS
+from .checkpoint import check_local_file_client, out_dir_for
+from .hook import Hook
+from .logger import LoggerHook
+
+__all__ = ['EvalHook', 'DistEvalHook']
+
+
+@HOOKS.register_module()
+class EvalHook(Hook):
+    """Evaluate the model every ``interval`` epochs/iterations.
+
+    The results of ``dataloader.dataset.evaluate(results, logger=runner.logger, **eval_kwargs)``
+    go into ``runner.log_buffer.output`` (``ready`` set) so the logger hooks print them.
+
+    Args:
+        dataloader (DataLoader): the evaluation data.
+        start (int | None): the first epoch/iteration to evaluate at (then every ``interval``
+            after it); when it is <= the resumed epoch/iteration, also evaluate before training.
+        interval (int): evaluate every this many epochs (``by_epoch``) or iterations.
+        by_epoch (bool): count epochs, else iterations.
+        save_best (str | None): the result key whose best value keeps a checkpoint
+            ``best_<key>_epoch_<n>.pth`` (``_iter_<n>``); 'auto' takes the first key of the
+            results. The previous best checkpoint is removed.
+        rule (str | None): 'greater' or 'less'; None infers it from the key ('mAP', 'AP', 'acc',
+            'top', ... are greater, 'loss' is less).
+        test_fn (callable | None): ``test_fn(model, dataloader) -> results``; default
+            :func:`ckptzoo.apis.single_gpu_test`.
+        greater_keys, less_keys (str | list[str] | None): replace the keys used to infer the rule.
+        out_dir (str | None): where the best checkpoint goes; default the work_dir, another
+            directory gets the work_dir's basename appended as mmcv.
+        **eval_kwargs: passed to ``dataset.evaluate`` (``metric='mAP'``, ...).
+
+    Fixes over mmcv: a best score of exactly 0 is still saved (mmcv tested ``if key_score``);
+    the model's train mode is restored after an evaluation in the middle of an epoch.
+    """
+
+    rule_map = {'greater': lambda x, y: x > y, 'less': lambda x, y: x < y}
+    init_value_map = {'greater': -math.inf, 'less': math.inf}
+    _default_greater_keys = ['acc', 'top', 'AR@', 'auc', 'precision', 'mAP', 'AP', 'mDice',
+                             'mIoU', 'mAcc', 'aAcc']
+    _default_less_keys = ['loss']
+
+    def __init__(self, dataloader, start=None, interval=1, by_epoch=True, save_best=None,
+                 rule=None, test_fn=None, greater_keys=None, less_keys=None, out_dir=None,
+                 file_client_args=None, **eval_kwargs):
+        if not isinstance(dataloader, DataLoader):
+            raise TypeError(f'dataloader must be a torch DataLoader, got {type(dataloader)}')
+        if not isinstance(interval, int) or isinstance(interval, bool) or interval <= 0:
+            raise ValueError(f'interval must be a positive int, got {interval!r}')
+        if not isinstance(by_epoch, bool):
+            raise TypeError(f'by_epoch must be a bool, got {by_epoch!r}')
+        if start is not None and (not isinstance(start, int) or start < 0):
+            raise ValueError(f'start must be None or a non-negative int, got {start!r}')
+        if save_best is not None and not isinstance(save_best, str):
+            raise TypeError(f'save_best must be a str (a result key or "auto") or None, '
+                            f'got {save_best!r}')
+        check_local_file_client(file_client_args, type(self).__name__)
+        self.dataloader = dataloader
+        self.interval = interval
+        self.start = start
+        self.by_epoch = by_epoch
+        self.save_best = save_best
+        self.eval_kwargs = eval_kwargs
+        self.initial_flag = True
+
+        if test_fn is None:
+            from ...apis.test import single_gpu_test
+            test_fn = single_gpu_test
+        self.test_fn = test_fn
+
+        self.greater_keys = self._key_list(greater_keys, self._default_greater_keys,
+                                           'greater_keys')
+        self.less_keys = self._key_list(less_keys, self._default_less_keys, 'less_keys')
+
+        if self.save_best is not None:
+            self.best_ckpt_path = None
+            self._init_rule(rule, self.save_best)
+        elif rule is not None and rule not in self.rule_map:
+            raise KeyError(f'rule must be "greater", "less" or None, got {rule!r}')
+        self.out_dir = out_dir
+        self.file_client_args = file_client_args
+
+    @staticmethod
+    def _key_list(keys, default, name):
+        if keys is None:
+            return list(default)
+        if isinstance(keys, str):
+            keys = (keys,)
+        if not all(isinstance(k, str) for k in keys):
+            raise TypeError(f'{name} must be a str or a list of str, got {keys!r}')
+        return list(keys)
+
+    def _init_rule(self, rule, key_indicator):
+        if rule is not None and rule not in self.rule_map:
+            raise KeyError(f'rule must be "greater", "less" or None, got {rule!r}')
+        if rule is None and key_indicator != 'auto':
+            key_lc = key_indicator.lower()
+            greater = [k.lower() for k in self.greater_keys]
+            less = [k.lower() for k in self.less_keys]
+            if key_lc in greater:
+                rule = 'greater'
+            elif key_lc in less:
+                rule = 'less'
+            elif any(k in key_lc for k in greater):
+                rule = 'greater'
+            elif any(k in key_lc for k in less):
+                rule = 'less'
+            else:
+                raise ValueError(f'cannot infer the rule for key {key_indicator!r} (greater '
+                                 f'keys: {self.greater_keys}, less keys: {self.less_keys}): '
+                                 f'give rule="greater" or rule="less"')
+        self.rule = rule
+        self.key_indicator = key_indicator
+        if self.rule is not None:
+            self.compare_func = self.rule_map[self.rule]
+
+    def before_run(self, runner):
+        self.out_dir = out_dir_for(self.out_dir, runner.work_dir)
+        if self.save_best is not None:
+            if runner.meta is None:
+                warnings.warn('runner.meta is None; creating an empty one for hook_msgs')
+                runner.meta = dict()
+            runner.meta.setdefault('hook_msgs', dict())
+            self.best_ckpt_path = runner.meta['hook_msgs'].get('best_ckpt', None)
+
+    def before_train_iter(self, runner):
+        """Evaluate before training when resuming at or past ``start`` (iteration-based)."""
+        if self.by_epoch or not self.initial_flag:
+            return
+        if self.start is not None and runner.iter >= self.start:
+            self.after_train_iter(runner)
+        self.initial_flag = False
+
+    def before_train_epoch(self, runner):
+        """Evaluate before training when resuming at or past ``start`` (epoch-based)."""
+        if not (self.by_epoch and self.initial_flag):
+            return
+        if self.start is not None and runner.epoch >= self.start:
+            self.after_train_epoch(runner)
+        self.initial_flag = False
+
+    def after_train_iter(self, runner):
+        if not self.by_epoch and self._should_evaluate(runner):
+            # this hook runs before the logger hooks: print this iteration's training log
+            # first, so the training and evaluation values are not mixed in one line
+            for hook in runner.hooks:
+                if isinstance(hook, LoggerHook):
+                    hook.after_train_iter(runner)
+            runner.log_buffer.clear()
+            self._do_evaluate(runner)
+
+    def after_train_epoch(self, runner):
+        if self.by_epoch and self._should_evaluate(runner):
+            self._do_evaluate(runner)
+
+    def _do_evaluate(self, runner):
+        results = self.test_fn(runner.model, self.dataloader)
+        runner.log_buffer.output['eval_iter_num'] = len(self.dataloader)
+        key_score = self.evaluate(runner, results)
+        if self.save_best and key_score is not None:
+            self._save_ckpt(runner, key_score)
+
+    def _should_evaluate(self, runner):
+        if self.by_epoch:
+            current, check_time = runner.epoch, self.every_n_epochs
+        else:
+            current, check_time = runner.iter, self.every_n_iters
+        if self.start is None:
+            return check_time(runner, self.interval)
+        if current + 1 < self.start:
+            return False
+        return (current + 1 - self.start) % self.interval == 0
+
+    def _save_ckpt(self, runner, key_score):
+        if self.by_epoch:
+            current, cur_type, cur_time = f'epoch_{runner.epoch + 1}', 'epoch', runner.epoch + 1
+        else:
+            current, cur_type, cur_time = f'iter_{runner.iter + 1}', 'iter', runner.iter + 1
+        best_score = runner.meta['hook_msgs'].get('best_score', self.init_value_map[self.rule])
+        if not self.compare_func(key_score, best_score):
+            return
+        runner.meta['hook_msgs']['best_score'] = key_score
+        if self.best_ckpt_path and osp.isfile(self.best_ckpt_path):
+            os.remove(self.best_ckpt_path)
+            runner.logger.info(f'The previous best checkpoint {self.best_ckpt_path} was removed')
+        best_ckpt_name = f'best_{self.key_indicator}_{current}.pth'
+        self.best_ckpt_path = osp.join(self.out_dir, best_ckpt_name)
+        runner.meta['hook_msgs']['best_ckpt'] = self.best_ckpt_path
+        runner.save_checkpoint(self.out_dir, filename_tmpl=best_ckpt_name, create_symlink=False)
+        runner.logger.info(f'Now best checkpoint is saved as {best_ckpt_name}.')
+        runner.logger.info(f'Best {self.key_indicator} is {key_score:0.4f} '
+                           f'at {cur_time} {cur_type}.')
+
+    def evaluate(self, runner, results):
+        """Evaluate, put the results into the log buffer; return the ``save_best`` score."""
+        eval_res = self.dataloader.dataset.evaluate(results, logger=runner.logger,
+                                                    **self.eval_kwargs)
+        for name, val in eval_res.items():
+            runner.log_buffer.output[name] = val
+        runner.log_buffer.ready = True
+
+        if self.save_best is None:
+            return None
+        if not eval_res:
+            warnings.warn('the evaluation results are empty: the best checkpoint is not '
+                          'updated this time')
+            return None
+        if self.key_indicator == 'auto':
+            self._init_rule(self.rule, next(iter(eval_res)))
+        if self.key_indicator not in eval_res:
+            raise KeyError(f'save_best key {self.key_indicator!r} is not in the evaluation '
+                           f'results, which have {sorted(eval_res)}')
+        return eval_res[self.key_indicator]
+
+
+@HOOKS.register_module()
+class DistEvalHook(EvalHook):
+    """:class:`EvalHook` for distributed training: every rank tests its share of the data,
+    rank 0 evaluates, logs and saves the best checkpoint.
+
+    Args:
+        broadcast_bn_buffer (bool): copy rank 0's BatchNorm running statistics to the other
+            ranks before testing (DDP does not synchronise them).
+        tmpdir, gpu_collect: passed to ``test_fn`` (mmcv's signature; the default
+            :func:`ckptzoo.apis.multi_gpu_test` gathers with ``all_gather_object``).
+        Others as :class:`EvalHook`; ``test_fn`` defaults to ``multi_gpu_test``.
+    """
+
+    def __init__(self, dataloader, start=None, interval=1, by_epoch=True, save_best=None,
+                 rule=None, test_fn=None, greater_keys=None, less_keys=None,
+                 broadcast_bn_buffer=True, tmpdir=None, gpu_collect=False, out_dir=None,
+                 file_client_args=None, **eval_kwargs):
+        if test_fn is None:
+            from ...apis.test import multi_gpu_test
+            test_fn = multi_gpu_test
+        super().__init__(dataloader, start=start, interval=interval, by_epoch=by_epoch,
+                         save_best=save_best, rule=rule, test_fn=test_fn,
+                         greater_keys=greater_keys, less_keys=less_keys, out_dir=out_dir,
+                         file_client_args=file_client_args, **eval_kwargs)
+        self.broadcast_bn_buffer = broadcast_bn_buffer
+        self.tmpdir = tmpdir
+        self.gpu_collect = gpu_collect
+
+    def _do_evaluate(self, runner):
+        distributed = dist.is_available() and dist.is_initialized()
+        if self.broadcast_bn_buffer and distributed:
+            for module in runner.model.modules():
+                if isinstance(module, _BatchNorm) and module.track_running_stats:
+                    dist.broadcast(module.running_var, 0)
+                    dist.broadcast(module.running_mean, 0)
+        tmpdir = self.tmpdir
+        if tmpdir is None:
+            tmpdir = osp.join(runner.work_dir, '.eval_hook')
+        results = self.test_fn(runner.model, self.dataloader, tmpdir=tmpdir,
+                               gpu_collect=self.gpu_collect)
+        if runner.rank == 0:
+            runner.log_buffer.output['eval_iter_num'] = len(self.dataloader)
+            key_score = self.evaluate(runner, results)
+            if self.save_best and key_score is not None:
+                self._save_ckpt(runner, key_score)

@@ -1,0 +1,280 @@
+"""mmcv 1.x learning-rate schedules as hooks, and ``lr_config`` -> hook the mmcv way.
+
+Gradient accumulation: when an optimizer hook with ``cumulative_iters = k > 1`` is registered,
+iteration-based progress counts *optimizer updates*: ``progress = runner.iter // k`` and
+``max_progress = ceil(runner.max_iters / k)``. So ``warmup_iters=500`` warms up over 500 updates
+whatever ``k`` is, ``step=[8000, 11000]`` with ``by_epoch=False`` decays after 8000 and 11000
+updates, and the lr only changes at update boundaries (all iterations that feed one update see
+the same lr). Epoch-based progress (``by_epoch=True``) is unchanged. mmcv counted raw iterations,
+so a config tuned for ``k=1`` changed its schedule when accumulation was switched on.
+"""
+import math
+import numbers
+
+from ...registry import HOOKS
+from .hook import Hook
+
+__all__ = ['LrUpdaterHook', 'StepLrUpdaterHook', 'CosineAnnealingLrUpdaterHook',
+           'PolyLrUpdaterHook', 'FixedLrUpdaterHook', 'annealing_cos', 'build_lr_hook',
+           'get_cumulative_iters']
+
+_WARMUP_TYPES = ('constant', 'linear', 'exp')
+
+
+def get_cumulative_iters(runner):
+    """``k`` of the registered gradient-accumulating optimizer hook, 1 when there is none."""
+    for hook in getattr(runner, 'hooks', None) or []:
+        k = getattr(hook, 'cumulative_iters', None)
+        if isinstance(k, numbers.Integral) and k > 1:
+            return int(k)
+    return 1
+
+
+def annealing_cos(start, end, factor, weight=1):
+    """Cosine from ``start`` (factor 0) to ``end`` (factor 1)."""
+    cos_out = math.cos(math.pi * factor) + 1
+    return end + 0.5 * weight * (start - end) * cos_out
+
+
+@HOOKS.register_module()
+class LrUpdaterHook(Hook):
+    """Base of the lr schedules: sets every param group's lr from its ``initial_lr``.
+
+    Args:
+        by_epoch (bool): the schedule advances per epoch (else per iteration / update).
+        warmup (str | None): None, 'constant', 'linear' or 'exp'.
+        warmup_iters (int): warmup length in iterations (optimizer updates under gradient
+            accumulation), or in epochs when ``warmup_by_epoch``.
+        warmup_ratio (float): the lr at the start of warmup is ``warmup_ratio * lr``.
+        warmup_by_epoch (bool): ``warmup_iters`` counts epochs.
+    """
+
+    def __init__(self, by_epoch=True, warmup=None, warmup_iters=0, warmup_ratio=0.1,
+                 warmup_by_epoch=False):
+        if warmup is not None:
+            if warmup not in _WARMUP_TYPES:
+                raise ValueError(f'warmup must be None or one of {", ".join(_WARMUP_TYPES)}, '
+                                 f'got {warmup!r}')
+            if not isinstance(warmup_iters, numbers.Integral) or warmup_iters <= 0:
+                raise ValueError(f'warmup_iters must be a positive int when warmup is set, '
+                                 f'got {warmup_iters!r}')
+            if not 0 < warmup_ratio <= 1.0:
+                raise ValueError(f'warmup_ratio must be in (0, 1], got {warmup_ratio!r}')
+        self.by_epoch = by_epoch
+        self.warmup = warmup
+        self.warmup_ratio = warmup_ratio
+        self.warmup_by_epoch = warmup_by_epoch
+        if warmup_by_epoch:
+            self.warmup_epochs = warmup_iters
+            self.warmup_iters = None  # known once the epoch length is
+        else:
+            self.warmup_epochs = None
+            self.warmup_iters = warmup_iters
+        self.base_lr = []
+        self.regular_lr = []
+
+    # -- progress ---------------------------------------------------------------------------
+    def get_progress(self, runner):
+        """``(progress, max_progress)`` in epochs, or in optimizer updates when iteration-based."""
+        if self.by_epoch:
+            return runner.epoch, runner.max_epochs
+        k = get_cumulative_iters(runner)
+        return runner.iter // k, math.ceil(runner.max_iters / k)
+
+    def _resolve_warmup_iters(self, runner):
+        if self.warmup_iters is None:
+            iters = self.warmup_epochs * len(runner.data_loader)
+            # the updates that start within the warmup epochs
+            self.warmup_iters = math.ceil(iters / get_cumulative_iters(runner))
+
+    # -- lr computation ---------------------------------------------------------------------
+    def get_lr(self, runner, base_lr):
+        raise NotImplementedError(f'{type(self).__name__} must implement get_lr')
+
+    def _set_lr(self, runner, lr_groups):
+        if isinstance(runner.optimizer, dict):
+            for name, optim in runner.optimizer.items():
+                for group, lr in zip(optim.param_groups, lr_groups[name]):
+                    group['lr'] = lr
+        else:
+            for group, lr in zip(runner.optimizer.param_groups, lr_groups):
+                group['lr'] = lr
+
+    def get_regular_lr(self, runner):
+        if isinstance(runner.optimizer, dict):
+            return {name: [self.get_lr(runner, lr) for lr in base]
+                    for name, base in self.base_lr.items()}
+        return [self.get_lr(runner, lr) for lr in self.base_lr]
+
+    def get_warmup_lr(self, cur_iters):
+        def _warmup(regular_lr):
+            if self.warmup == 'constant':
+                return [lr * self.warmup_ratio for lr in regular_lr]
+            if self.warmup == 'linear':
+                k = (1 - cur_iters / self.warmup_iters) * (1 - self.warmup_ratio)
+                return [lr * (1 - k) for lr in regular_lr]
+            k = self.warmup_ratio ** (1 - cur_iters / self.warmup_iters)  # 'exp'
+            return [lr * k for lr in regular_lr]
+
+        if isinstance(self.regular_lr, dict):
+            return {name: _warmup(lrs) for name, lrs in self.regular_lr.items()}
+        return _warmup(self.regular_lr)
+
+    # -- hook stages ------------------------------------------------------------------------
+    def before_run(self, runner):
+        # ``initial_lr`` survives in a resumed optimizer state; set it only when missing
+        if isinstance(runner.optimizer, dict):
+            self.base_lr = {}
+            for name, optim in runner.optimizer.items():
+                for group in optim.param_groups:
+                    group.setdefault('initial_lr', group['lr'])
+                self.base_lr[name] = [group['initial_lr'] for group in optim.param_groups]
+        else:
+            for group in runner.optimizer.param_groups:
+                group.setdefault('initial_lr', group['lr'])
+            self.base_lr = [group['initial_lr'] for group in runner.optimizer.param_groups]
+
+    def before_train_epoch(self, runner):
+        self._resolve_warmup_iters(runner)
+        if not self.by_epoch:
+            return
+        self.regular_lr = self.get_regular_lr(runner)
+        self._set_lr(runner, self.regular_lr)
+
+    def before_train_iter(self, runner):
+        self._resolve_warmup_iters(runner)
+        cur_iter = runner.iter // get_cumulative_iters(runner)
+        if not self.by_epoch:
+            self.regular_lr = self.get_regular_lr(runner)
+            if self.warmup is None or cur_iter >= self.warmup_iters:
+                self._set_lr(runner, self.regular_lr)
+            else:
+                self._set_lr(runner, self.get_warmup_lr(cur_iter))
+        else:
+            if self.warmup is None or cur_iter > self.warmup_iters:
+                return
+            if cur_iter == self.warmup_iters:
+                self._set_lr(runner, self.regular_lr)
+            else:
+                self._set_lr(runner, self.get_warmup_lr(cur_iter))
+
+
+@HOOKS.register_module()
+class FixedLrUpdaterHook(LrUpdaterHook):
+    """A constant lr (after an optional warmup)."""
+
+    def get_lr(self, runner, base_lr):
+        return base_lr
+
+
+@HOOKS.register_module()
+class StepLrUpdaterHook(LrUpdaterHook):
+    """lr = base_lr * gamma ** (number of steps passed), clipped below at ``min_lr``.
+
+    Args:
+        step (int | list[int]): decay every ``step`` epochs/updates, or at each listed one.
+        gamma (float): the decay factor.
+        min_lr (float | None): lower bound of the lr.
+    """
+
+    def __init__(self, step, gamma=0.1, min_lr=None, **kwargs):
+        if isinstance(step, (list, tuple)):
+            if not all(isinstance(s, numbers.Integral) and s > 0 for s in step):
+                raise ValueError(f'step must be a positive int or a list of them, got {step!r}')
+            step = list(step)
+        elif isinstance(step, numbers.Integral) and not isinstance(step, bool):
+            if step <= 0:
+                raise ValueError(f'step must be a positive int or a list of them, got {step!r}')
+        else:
+            raise TypeError(f'step must be an int or a list of ints, got {step!r}')
+        self.step = step
+        self.gamma = gamma
+        self.min_lr = min_lr
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        progress, _ = self.get_progress(runner)
+        if isinstance(self.step, int):
+            exp = progress // self.step
+        else:
+            exp = len(self.step)
+            for i, s in enumerate(self.step):
+                if progress < s:
+                    exp = i
+                    break
+        lr = base_lr * self.gamma ** exp
+        if self.min_lr is not None:
+            lr = max(lr, self.min_lr)
+        return lr
+
+
+@HOOKS.register_module()
+class CosineAnnealingLrUpdaterHook(LrUpdaterHook):
+    """Cosine from base_lr to ``min_lr`` (or ``base_lr * min_lr_ratio``) over the run."""
+
+    def __init__(self, min_lr=None, min_lr_ratio=None, **kwargs):
+        if (min_lr is None) == (min_lr_ratio is None):
+            raise ValueError(f'exactly one of min_lr and min_lr_ratio must be given, got '
+                             f'min_lr={min_lr!r}, min_lr_ratio={min_lr_ratio!r}')
+        self.min_lr = min_lr
+        self.min_lr_ratio = min_lr_ratio
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        progress, max_progress = self.get_progress(runner)
+        target = base_lr * self.min_lr_ratio if self.min_lr_ratio is not None else self.min_lr
+        return annealing_cos(base_lr, target, progress / max_progress)
+
+
+@HOOKS.register_module()
+class PolyLrUpdaterHook(LrUpdaterHook):
+    """lr = (base_lr - min_lr) * (1 - progress / max_progress) ** power + min_lr."""
+
+    def __init__(self, power=1., min_lr=0., **kwargs):
+        self.power = power
+        self.min_lr = min_lr
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        progress, max_progress = self.get_progress(runner)
+        coeff = (1 - progress / max_progress) ** self.power
+        return (base_lr - self.min_lr) * coeff + self.min_lr
+
+
+def _lr_hook_names():
+    return sorted(n for n in HOOKS.module_dict if n.endswith('LrUpdaterHook')
+                  and n != 'LrUpdaterHook')
+
+
+def build_lr_hook(lr_config):
+    """The lr hook for an mmcv ``lr_config``: ``policy='step'`` -> ``StepLrUpdaterHook``.
+
+    As mmcv's ``register_lr_hook``: an all-lower-case policy is title-cased ('step' -> 'Step'),
+    a policy with capitals is kept ('CosineAnnealing'), and 'LrUpdaterHook' is appended. A
+    lower-case policy whose title case is not registered ('cosineannealing') is matched
+    case-insensitively, which mmcv did not do. None gives None; a hook is returned as is; a dict
+    with a ``type`` and no ``policy`` is built as it is.
+    """
+    if lr_config is None or isinstance(lr_config, Hook):
+        return lr_config
+    if not isinstance(lr_config, dict):
+        raise TypeError(f'lr_config must be a dict, a Hook or None, got {lr_config!r}')
+    cfg = dict(lr_config)
+    if 'policy' not in cfg:
+        if 'type' in cfg:
+            return HOOKS.build(cfg)
+        raise KeyError(f'lr_config needs a "policy" key, got keys {sorted(cfg)}')
+    policy = cfg.pop('policy')
+    if not isinstance(policy, str) or not policy:
+        raise TypeError(f'lr_config policy must be a non-empty str, got {policy!r}')
+    name = (policy.title() if policy == policy.lower() else policy) + 'LrUpdaterHook'
+    allowed = _lr_hook_names()
+    if name not in HOOKS.module_dict:
+        matches = [n for n in allowed if n.lower() == name.lower()]
+        if not matches:
+            policies = ', '.join(n[:-len('LrUpdaterHook')] for n in allowed)
+            raise ValueError(f'unknown lr_config policy {policy!r}: allowed are {policies} '
+                             f'(any case), giving {", ".join(allowed)}')
+        name = matches[0]
+    cfg['type'] = name
+    return HOOKS.build(cfg)
