@@ -3,6 +3,7 @@ from .evaluation import DistEvalHook, EvalHook
 from .hook import Hook
 from .iter_timer import IterTimerHook
 from .logger import LoggerHook, TensorboardLoggerHook, TextLoggerHook
+from .num_class_check import NumClassCheckHook
 from .lr_updater import (CosineAnnealingLrUpdaterHook, FixedLrUpdaterHook, LrUpdaterHook,
                          PolyLrUpdaterHook, StepLrUpdaterHook, build_lr_hook)
 from .optimizer import (Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
@@ -12,5 +13,5 @@ from .sampler_seed import DistSamplerSeedHook
 __all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook', 'LoggerHook',
            'TextLoggerHook', 'TensorboardLoggerHook', 'LrUpdaterHook', 'StepLrUpdaterHook',
            'CosineAnnealingLrUpdaterHook', 'PolyLrUpdaterHook', 'FixedLrUpdaterHook',
-           'build_lr_hook', 'DistSamplerSeedHook', 'OptimizerHook', 'Fp16OptimizerHook',
+           'build_lr_hook', 'DistSamplerSeedHook', 'NumClassCheckHook', 'OptimizerHook', 'Fp16OptimizerHook',
            'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook']
