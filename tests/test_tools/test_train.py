@@ -1,0 +1,142 @@
+"""tools/train.py end to end: smoke config, exact resume in a fresh process, cfg-options."""
+import importlib.util
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+TRAIN = osp.join(ROOT, 'tools', 'train.py')
+
+TOY_CFG = """
+custom_imports = dict(imports=['tests.test_runner.toy'], allow_failed_imports=False)
+model = dict(type='ToyRegressor')
+data = dict(samples_per_gpu=1, workers_per_gpu=0,
+            train=dict(type='ToyDataset', num_samples=8))
+optimizer = dict(type='SGD', lr=0.05, momentum=0.9, weight_decay=1e-3)
+optimizer_config = dict(type='GradientCumulativeOptimizerHook', cumulative_iters=3,
+                        grad_clip=dict(max_norm=1.0))
+lr_config = dict(policy='step', by_epoch=False, step=[5], warmup='linear', warmup_iters=2,
+                 warmup_ratio=0.5)
+checkpoint_config = dict(interval=1, by_epoch=False)
+log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook')])
+workflow = [('train', 1)]
+seed = 0
+"""
+
+
+def _run(args, cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, TRAIN] + args, cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _final(work_dir):
+    return torch.load(osp.join(work_dir, 'latest.pth'), map_location='cpu', weights_only=True)
+
+
+RUNNERS = {
+    'iter': ("runner = dict(type='IterBasedRunner', max_iters=11)\n", (2, 3, 4, 7)),
+    'epoch': ("runner = dict(type='EpochBasedRunner', max_epochs=2)\n", (4, 8, 9, 11)),
+}
+
+
+@pytest.mark.parametrize('runner', ['iter', 'epoch'])
+def test_resume_in_fresh_process_is_exact(tmp_path, runner):
+    runner_line, stops = RUNNERS[runner]
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + runner_line)
+    _run([str(cfg), '--work-dir', str(tmp_path / 'full')], ROOT)
+    full = _final(tmp_path / 'full')
+    assert full['meta']['iter'] == (11 if runner == 'iter' else 16)
+    for r in stops:  # r % 3 covers 0, 1 and 2
+        ckpt = tmp_path / 'full' / f'iter_{r}.pth'
+        assert torch.load(ckpt, weights_only=True)['meta']['iter'] == r  # completed iterations
+        work = tmp_path / f'resumed_{r}'
+        _run([str(cfg), '--work-dir', str(work), '--resume-from', str(ckpt)], ROOT)
+        resumed = _final(work)
+        assert resumed['meta']['iter'] == full['meta']['iter']
+        for key, value in full['state_dict'].items():
+            torch.testing.assert_close(resumed['state_dict'][key], value, rtol=0, atol=0,
+                                       msg=f'{key} after resuming at {r}')
+        moved = (full['state_dict']['fc1.weight']
+                 - torch.load(ckpt, weights_only=True)['state_dict']['fc1.weight']).abs().max()
+        assert moved > 0  # the resumed part really trained
+
+
+def test_fp16_resume_restores_loss_scaler(tmp_path):
+    cfg = tmp_path / 'toy_fp16.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=11)\n"
+                   "fp16 = dict(loss_scale=dict(init_scale=256., growth_interval=2))\n")
+    _run([str(cfg), '--work-dir', str(tmp_path / 'full')], ROOT)
+    full = _final(tmp_path / 'full')
+    scaler = full['meta']['fp16']['loss_scaler']
+    assert scaler['scale'] > 256.  # grew: the state is not the initial one
+    ckpt = torch.load(tmp_path / 'full' / 'iter_4.pth', weights_only=True)
+    assert ckpt['meta']['fp16']['loss_scaler']['_growth_tracker'] == 1
+    _run([str(cfg), '--work-dir', str(tmp_path / 'resumed'), '--resume-from',
+          str(tmp_path / 'full' / 'iter_4.pth')], ROOT)
+    resumed = _final(tmp_path / 'resumed')
+    assert resumed['meta']['fp16']['loss_scaler'] == scaler
+    for key, value in full['state_dict'].items():
+        torch.testing.assert_close(resumed['state_dict'][key], value, rtol=0, atol=0)
+
+
+def test_smoke_config_end_to_end(tmp_path):
+    work = tmp_path / 'smoke'
+    proc = _run([osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py'), '--work-dir',
+                 str(work), '--cfg-options', 'runner.max_epochs=2'], str(tmp_path))
+    log = open(next(str(p) for p in work.glob('*.log'))).read()
+    assert 'GradientCumulativeFp16OptimizerHook' in log  # fp16 + cumulative_iters together
+    assert 'Epoch(val) [2]' in log and 'accuracy_top-1' in log and 'eta:' in log
+    ckpt = _final(work)
+    assert ckpt['meta']['epoch'] == 2 and ckpt['meta']['iter'] == 32
+    assert ckpt['meta']['fp16']['loss_scaler']['scale'] == 512.
+    assert (work / 'classifier_synthetic.py').exists()  # the config dump
+    assert list(work.glob('*.log.json'))
+    del proc
+
+
+def _load_train_module():
+    spec = importlib.util.spec_from_file_location('ckptzoo_tools_train', TRAIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cfg_options_override_nested_keys_and_lists():
+    from mmengine.config import Config
+    train = _load_train_module()
+    args = train.parse_args([
+        osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py'), '--cfg-options',
+        'optimizer.lr=0.5', 'model.backbone.out_indices=(2,3)', 'lr_config.step=[2,4]',
+        'data.train.num_samples=10', 'optimizer_config.cumulative_iters=4'])
+    cfg = Config.fromfile(args.config)
+    cfg.merge_from_dict(args.cfg_options)
+    assert cfg.optimizer.lr == 0.5 and cfg.optimizer.momentum == 0.9
+    assert tuple(cfg.model.backbone.out_indices) == (2, 3)
+    assert list(cfg.lr_config.step) == [2, 4]
+    assert cfg.data.train.num_samples == 10 and cfg.data.train.img_size == 32
+    assert cfg.optimizer_config.cumulative_iters == 4
+
+
+def test_unknown_hook_and_bad_runner_fail_clearly(tmp_path):
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=2)\n"
+                   "custom_hooks = [dict(type='EMAHookk')]\n")
+    proc = subprocess.run([sys.executable, TRAIN, str(cfg), '--work-dir', str(tmp_path / 'w')],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0 and "unknown hook type 'EMAHookk'" in proc.stderr
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=2, "
+                   "max_epochs=1)\n")
+    proc = subprocess.run([sys.executable, TRAIN, str(cfg), '--work-dir', str(tmp_path / 'w')],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0
+    assert 'only one of max_epochs and max_iters can be set' in proc.stderr
