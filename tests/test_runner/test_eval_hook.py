@@ -226,3 +226,20 @@ def test_multi_gpu_test_gathers_in_dataset_order(tmp_path):
                        start_method='fork')
     for rank in range(2):
         assert torch.load(tmp_path / f'rank{rank}.pt') == [0., 4., 8., 12., 16.]
+
+
+def test_by_iter_training_line_before_eval_line(tmp_path):
+    def step(runner, batch):
+        runner.log_buffer.update({'data_time': 0.5, 'time': 1.0})
+        return dict(log_vars={'loss': 2.0}, num_samples=1)
+
+    hook, _ = _hook([{'acc': 0.75}, {'acc': 0.5}], by_epoch=False, interval=2)
+    runner = FakeRunner(tmp_path, step_fn=step)
+    runner.register_hook(hook, 'LOW')
+    runner.register_hook(TextLoggerHook(interval=2, by_epoch=False), 'VERY_LOW')
+    runner.run_iters([0], max_iters=4)
+    lines = [m for m in runner.log_handler.messages if m.startswith('Iter')]
+    assert [line.split('\t')[0] for line in lines] == ['Iter [2/4]', 'Iter(val) [3]',
+                                                       'Iter [4/4]', 'Iter(val) [3]']
+    assert lines[0].endswith('loss: 2.0000') and 'acc' not in lines[0]
+    assert lines[1] == 'Iter(val) [3]\tacc: 0.7500'
