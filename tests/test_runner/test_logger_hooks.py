@@ -199,3 +199,13 @@ def test_text_logger_memory_on_cuda(tmp_path):
     line = _lines(runner, 'Epoch [')[0]
     assert re.search(r'data_time: 0\.250, memory: \d+, loss_cls', line)
     assert isinstance(_json_lines(runner)[0]['memory'], int)
+
+
+def test_eta_counts_every_iteration(tmp_path):
+    # epochs of 5 with interval 2: the 5th iteration of each epoch is not logged, but its
+    # time counts (mmcv's ETA counted 2 per line and said 0:00:02 here)
+    runner = FakeRunner(tmp_path, step_fn=_fixed_step)
+    runner.register_hook(TextLoggerHook(interval=2), 'VERY_LOW')
+    runner.run_epochs([0, 1, 2, 3, 4], max_epochs=2)
+    line = _lines(runner, 'Epoch [2][2/5]')[0]
+    assert line.startswith('Epoch [2][2/5]\tlr: 1.000e-02, eta: 0:00:03, ')

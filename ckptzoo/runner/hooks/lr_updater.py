@@ -47,6 +47,11 @@ class LrUpdaterHook(Hook):
             accumulation), or in epochs when ``warmup_by_epoch``.
         warmup_ratio (float): the lr at the start of warmup is ``warmup_ratio * lr``.
         warmup_by_epoch (bool): ``warmup_iters`` counts epochs.
+
+    With gradient accumulation (an optimizer hook with ``cumulative_iters = k > 1`` in
+    ``runner.hooks``) iteration-based progress counts optimizer updates: ``runner.iter // k``
+    out of ``ceil(runner.max_iters / k)``; warmup epochs become the ``ceil(epoch_len * n / k)``
+    updates that start in them. The lr then only changes between updates.
     """
 
     def __init__(self, by_epoch=True, warmup=None, warmup_iters=0, warmup_ratio=0.1,
