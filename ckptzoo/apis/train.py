@@ -130,6 +130,9 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
     if distributed and isinstance(runner, EpochBasedRunner):
         runner.register_hook(DistSamplerSeedHook())
 
+    if validate and data_cfg.get('val') is None:
+        runner.logger.warning('the config has no data.val: training without validation')
+        validate = False
     if validate:
         val_cfg = dict(data_cfg.val)
         val_dataset = build_dataset(val_cfg, dict(test_mode=True))

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as torch_dist
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Sampler
+from torch.utils.data import DataLoader, DistributedSampler, Sampler
 from torch.utils.data.dataloader import default_collate
 
 from ..registry import DATASETS
@@ -87,6 +87,8 @@ def _pad_stack(tensors, pad_value=0, size_divisor=None):
     if len(ndims) != 1:
         raise ValueError(f'cannot stack tensors of different ranks {sorted(ndims)}')
     shapes = [tuple(t.shape) for t in tensors]
+    if len(set(shapes)) == 1 and not size_divisor or len(shapes[0]) < 2:
+        return torch.stack(tensors)  # nothing to pad (or not an image)
     if len({s[:-2] for s in shapes}) != 1:
         raise ValueError(f'tensors differ outside their last two dims: {shapes}')
     max_h = max(s[-2] for s in shapes)
@@ -144,9 +146,12 @@ def get_dist_info():
 class GroupSampler(Sampler):
     """Shuffled indices where every run of ``samples_per_gpu`` shares the aspect-ratio group
     (``dataset.flag``), so padding wastes little; each group is padded with random repeats to a
-    multiple of ``samples_per_gpu`` (mmdet 2.x; uses the global numpy RNG)."""
+    multiple of ``samples_per_gpu`` (mmdet 2.x).
 
-    def __init__(self, dataset, samples_per_gpu=1):
+    Unlike mmdet (global numpy RNG) the order depends only on ``seed + epoch`` (``set_epoch``),
+    so a resumed run sees the same batches as the uninterrupted one."""
+
+    def __init__(self, dataset, samples_per_gpu=1, seed=0):
         if not hasattr(dataset, 'flag'):
             raise TypeError(f'GroupSampler needs a dataset with a group "flag", '
                             f'{type(dataset).__name__} has none')
@@ -157,19 +162,21 @@ class GroupSampler(Sampler):
         self.num_samples = sum(int(np.ceil(size / samples_per_gpu)) * samples_per_gpu
                                for size in self.group_sizes)
         self.epoch = 0
+        self.seed = seed if seed is not None else 0
 
     def __iter__(self):
+        rng = np.random.default_rng(self.seed + self.epoch)
         indices = []
         for i, size in enumerate(self.group_sizes):
             if size == 0:
                 continue
             indice = np.where(self.flag == i)[0]
-            np.random.shuffle(indice)
+            rng.shuffle(indice)
             num_extra = int(np.ceil(size / self.samples_per_gpu)) * self.samples_per_gpu - size
-            indices.append(np.concatenate([indice, np.random.choice(indice, num_extra)]))
+            indices.append(np.concatenate([indice, rng.choice(indice, num_extra)]))
         indices = np.concatenate(indices)
         chunks = [indices[i * self.samples_per_gpu:(i + 1) * self.samples_per_gpu]
-                  for i in np.random.permutation(len(indices) // self.samples_per_gpu)]
+                  for i in rng.permutation(len(indices) // self.samples_per_gpu)]
         indices = np.concatenate(chunks).astype(np.int64).tolist()
         return iter(indices)
 
@@ -177,7 +184,6 @@ class GroupSampler(Sampler):
         return self.num_samples
 
     def set_epoch(self, epoch):
-        """Kept for the seed hook; the order comes from the global numpy RNG."""
         self.epoch = epoch
 
 
@@ -249,8 +255,9 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
     """mmdet 2.x ``build_dataloader``.
 
     Not distributed: batch ``num_gpus * samples_per_gpu``, ``GroupSampler`` when shuffling
-    (a ``RandomSampler`` when the dataset has no group ``flag``, e.g. test-mode or
-    classification datasets), sequential otherwise. Distributed (rank and world size from
+    (a one-replica ``DistributedSampler`` when the dataset has no group ``flag``, e.g.
+    test-mode or classification datasets), sequential otherwise; both shuffle by
+    ``seed + epoch`` only, so a resumed run continues with the same batches. Distributed (rank and world size from
     ``torch.distributed``): batch ``samples_per_gpu``, ``DistributedGroupSampler`` when
     shuffling (``DistributedSampler(shuffle=True)`` without a flag), else
     ``DistributedSampler(shuffle=False)``. Call ``loader.sampler.set_epoch(epoch)`` each epoch
@@ -269,9 +276,11 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
                                          seed=seed if seed is not None else 0)
     else:
         batch_size, num_workers = num_gpus * samples_per_gpu, num_gpus * workers_per_gpu
-        if shuffle:
-            sampler = (GroupSampler(dataset, samples_per_gpu) if hasattr(dataset, 'flag')
-                       else RandomSampler(dataset))
+        if shuffle:  # orders that depend on seed + epoch only: exact resume
+            sampler = (GroupSampler(dataset, samples_per_gpu, seed=seed)
+                       if hasattr(dataset, 'flag') else
+                       DistributedSampler(dataset, 1, 0, shuffle=True,
+                                          seed=seed if seed is not None else 0))
         else:
             sampler = None
     init_fn = (partial(worker_init_fn, num_workers=num_workers, rank=rank, seed=seed)

@@ -15,6 +15,11 @@ class IterBasedRunner(BaseRunner):
     batch after the last one trained (see :class:`IterLoader`).
     """
 
+    def save_checkpoint(self, out_dir, filename_tmpl='iter_{}.pth', save_optimizer=True,
+                        meta=None, create_symlink=True, filename_index=None):
+        return super().save_checkpoint(out_dir, filename_tmpl, save_optimizer, meta,
+                                       create_symlink, filename_index)
+
     def _checkpoint_position(self):
         iters = self._iter + 1 if self._in_train_iter else self._iter
         return self._epoch, iters, 0

@@ -134,9 +134,10 @@ class CheckpointHook(Hook):
     def _save_checkpoint(self, runner):
         if runner.rank != 0:
             return
-        runner.save_checkpoint(self.out_dir, save_optimizer=self.save_optimizer, **self.args)
-        current = runner.epoch + 1 if self.by_epoch else runner.iter + 1
         filename_tmpl = self._filename_tmpl()
+        current = runner.epoch + 1 if self.by_epoch else runner.iter + 1
+        args = dict(self.args, filename_tmpl=filename_tmpl)
+        runner.save_checkpoint(self.out_dir, save_optimizer=self.save_optimizer, **args)
         if runner.meta is not None:
             runner.meta.setdefault('hook_msgs', dict())
             runner.meta['hook_msgs']['last_ckpt'] = osp.join(self.out_dir,
