@@ -7,7 +7,12 @@ from torch.utils.data import DataLoader
 from ckptzoo.datasets import SyntheticClassificationDataset
 from ckptzoo.registry import build_model
 
+from ._cp_utils import one_thread
+
 BACKBONE = dict(type='ResNet', depth=18, base_channels=8, norm_eval=False)
+
+
+_one_thread = pytest.fixture(autouse=True)(one_thread)
 
 
 def _model(**head):
