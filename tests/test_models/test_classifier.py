@@ -7,7 +7,12 @@ from torch.utils.data import DataLoader
 from ckptzoo.datasets import SyntheticClassificationDataset
 from ckptzoo.registry import build_model
 
+from ._cp_utils import one_thread
+
 BACKBONE = dict(type='ResNet', depth=18, base_channels=8, norm_eval=False)
+
+
+_one_thread = pytest.fixture(autouse=True)(one_thread)
 
 
 def _model(**head):
@@ -77,6 +82,12 @@ def test_in_channels_inferred_and_bad_config():
     model = build_model(dict(type='ImageClassifier', backbone=BACKBONE,
                              head=dict(num_classes=3)))
     assert model.head.fc.in_features == 64
+    densenet = dict(type='DenseNet', arch=dict(growth_rate=4, depths=(2, 2), init_channels=8),
+                    out_indices=(0, ))
+    model = build_model(dict(type='ImageClassifier', backbone=densenet,
+                             head=dict(num_classes=3)))
+    assert model.head.fc.in_features == 16
+    assert model.forward_train(torch.randn(2, 3, 32, 32), torch.tensor([0, 2]))['loss'] > 0
     with pytest.raises(ValueError, match="neck must be None or dict"):
         build_model(dict(type='ImageClassifier', backbone=BACKBONE,
                          neck=dict(type='FPN'), head=dict(num_classes=3)))

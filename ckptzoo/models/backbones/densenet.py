@@ -28,6 +28,7 @@ channels at strides 8, 16, 32 for densenet121.)
 """
 import warnings
 from collections import OrderedDict
+from functools import partial
 
 import torch
 import torch.nn as nn
@@ -298,7 +299,8 @@ class DenseNet(nn.Module):
                 break
             trans = self.features[f'transition{i + 1}']
             if i in self.out_indices:
-                feat, x = self._cp(lambda t: trans(t, return_feat=True), x, i, trans)
+                # partial, not a lambda: the recompute in backward runs after the loop moved on
+                feat, x = self._cp(partial(trans, return_feat=True), x, i, trans)
                 outs.append(feat)
             elif i < max(self.out_indices):
                 x = self._cp(trans, x, i, trans)

@@ -103,7 +103,7 @@ class ImageClassifier(BaseModel):
         neck (dict | None): None or ``dict(type='GlobalAveragePooling')``; pooling is applied
             either way (the only neck mmcls configs use with a linear head).
         head (dict): ``LinearClsHead`` arguments (``type`` optional). ``in_channels`` may be
-            left out when the backbone has ``feat_dim`` or ``out_channels``.
+            left out when the backbone has ``out_channels`` (per output) or ``feat_dim``.
         init_cfg (dict | None): kept for mmcls compatibility; backbones load their own.
     """
 
@@ -129,9 +129,9 @@ class ImageClassifier(BaseModel):
         if head_type != 'LinearClsHead':
             raise ValueError(f"head type must be 'LinearClsHead', got {head_type!r}")
         if head.get('in_channels') is None:
-            channels = getattr(self.backbone, 'feat_dim', None)
-            if channels is None and getattr(self.backbone, 'out_channels', None):
-                channels = self.backbone.out_channels[-1]
+            # the last output's channels (out_channels per out index), else the final width
+            channels = getattr(self.backbone, 'out_channels', None)
+            channels = channels[-1] if channels else getattr(self.backbone, 'feat_dim', None)
             if channels is None:
                 raise ValueError('head needs in_channels: the backbone has no feat_dim or '
                                  'out_channels to infer it from')

@@ -1,0 +1,169 @@
+import pytest
+import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint as torch_cp
+import torchvision
+
+from ckptzoo.models.backbones import SwinTransformer, convert_torchvision_swin
+from ckptzoo.registry import build_model
+from ckptzoo.utils.memory import saved_tensor_bytes
+
+from ._cp_utils import CountingCheckpoint, assert_same_run, one_thread, run_once
+
+_one_thread = pytest.fixture(autouse=True)(one_thread)
+
+TINY = dict(embed_dims=8, depths=(2, 2, 2), num_heads=(1, 2, 4))
+# 42 x 58 px: padded to 44 x 60 by the patch embedding (11 x 15 tokens), then to whole
+# 4 x 4 windows (12 x 16) in stage 0, 6 x 8 in stage 1, 3 x 4 -> 4 x 4 (no shift) in stage 2
+SIZE = (42, 58)
+DROPS = dict(drop_rate=0.1, attn_drop_rate=0.1, drop_path_rate=0.3)
+
+
+def _tiny(**kwargs):
+    return SwinTransformer(arch=TINY, window_size=4, out_indices=(0, 1, 2), **kwargs)
+
+
+@pytest.mark.filterwarnings('error')
+@pytest.mark.parametrize('reentrant', [False, True])
+@pytest.mark.parametrize('frozen_stages, x_grad', [(-1, True), (-1, False), (1, True),
+                                                   (1, False)])
+def test_with_cp_equals_plain(monkeypatch, reentrant, frozen_stages, x_grad):
+    torch.manual_seed(0)
+    plain = _tiny(frozen_stages=frozen_stages, **DROPS)
+    for m in plain.modules():  # non-trivial LayerNorms
+        if isinstance(m, torch.nn.LayerNorm):
+            torch.nn.init.normal_(m.weight, 1, 0.2)
+            torch.nn.init.normal_(m.bias, 0, 0.2)
+    cp = _tiny(frozen_stages=frozen_stages, with_cp=True, cp_use_reentrant=reentrant, **DROPS)
+    cp.load_state_dict(plain.state_dict())
+    plain.train(), cp.train()
+    x = torch.randn(2, 3, *SIZE).requires_grad_(x_grad)
+    ref = run_once(plain, x, seed=11)
+    counter = CountingCheckpoint()
+    monkeypatch.setattr(torch_cp, 'checkpoint', counter)
+    got = run_once(cp, x, seed=11)
+    assert_same_run(ref, got, cp)
+    # different seeds give different outputs: dropout and drop path are really on
+    other = run_once(plain, x, seed=12)
+    assert not torch.allclose(other[0][-1], ref[0][-1])
+    blocks, merges = sum(TINY['depths']), 2
+    if frozen_stages == -1:
+        # every block, both patch mergings and the patch embedding (unless the reentrant
+        # implementation sees no input gradient: it would lose the embedding's gradients)
+        assert counter.calls == blocks + merges + 1 - (1 if reentrant and not x_grad else 0)
+    else:
+        # frozen (eval) parts run plainly: the embedding, stage 0's blocks and merging;
+        # without an input gradient, stage 1's first block gets a grad-free input, which
+        # the reentrant implementation does not checkpoint
+        assert counter.calls == blocks + merges + 1 - 4 - (1 if reentrant and not x_grad else 0)
+        assert not cp.patch_embed.projection.weight.requires_grad
+        assert not cp.stages[0].downsample.reduction.weight.requires_grad
+        assert not cp.norm0.weight.requires_grad and cp.norm1.weight.requires_grad
+
+
+def test_checkpointed_bytes_swin_tiny():
+    """with_cp keeps at most 0.09 of the bytes (timm's set_grad_checkpointing: 0.093)."""
+    x = torch.randn(2, 3, 224, 224)
+    torch.manual_seed(0)
+    plain = SwinTransformer('tiny').train()
+    cp = SwinTransformer('tiny', with_cp=True).train()
+    plain_bytes, _ = saved_tensor_bytes(plain, x)
+    cp_bytes, _ = saved_tensor_bytes(cp, x)
+    ratio = cp_bytes / plain_bytes
+    print(f'swin tiny with_cp / plain saved bytes: {ratio:.4f}')
+    assert ratio <= 0.09
+
+
+def _torchvision_features(tv, x):
+    feats, y = [], x
+    for i, layer in enumerate(tv.features):
+        y = layer(y)
+        if i % 2 == 1:
+            feats.append(y)
+    feats[-1] = tv.norm(feats[-1])
+    return [f.permute(0, 3, 1, 2) for f in feats]  # NHWC -> NCHW
+
+
+@pytest.fixture(scope='module')
+def swin_t():
+    torch.manual_seed(0)
+    tv = torchvision.models.swin_t()  # stochastic_depth_prob=0.2
+    gen = torch.Generator().manual_seed(3)
+    for m in tv.modules():
+        if isinstance(m, torch.nn.LayerNorm):
+            m.weight.data = 1 + 0.2 * torch.randn(m.weight.shape, generator=gen)
+            m.bias.data = 0.2 * torch.randn(m.bias.shape, generator=gen)
+    return tv
+
+
+def test_torchvision_swin_t_gives_same_features(swin_t, tmp_path):
+    model = SwinTransformer('tiny', drop_path_rate=0.2)
+    missing, unexpected = model.load_state_dict(convert_torchvision_swin(swin_t.state_dict()),
+                                                strict=False)
+    # torchvision has one final norm (-> norm3); the other outputs' norms are ours
+    assert sorted(missing) == [f'norm{i}.{p}' for i in range(3) for p in ('bias', 'weight')]
+    assert unexpected == []
+    for i in range(3):
+        getattr(model, f'norm{i}').weight.data.normal_(1, 0.2)
+    assert model.out_channels == (96, 192, 384, 768)
+    # 64 x 96 px: every stage is padded to whole 7 x 7 windows; the last two are not shifted
+    x = torch.randn(2, 3, 64, 96)
+    with torch.no_grad():
+        swin_t.eval(), model.eval()
+        ref = _torchvision_features(swin_t, x)
+        outs = model(x)
+        for i, (o, r) in enumerate(zip(outs, ref)):
+            if i < 3:
+                norm = getattr(model, f'norm{i}')
+                r = F.layer_norm(r.permute(0, 2, 3, 1), r.shape[1:2], norm.weight,
+                                 norm.bias).permute(0, 3, 1, 2)
+            assert o.shape == r.shape == (2, model.out_channels[i], 16 >> i, 24 >> i)
+            torch.testing.assert_close(o, r, rtol=0, atol=1e-5)
+        # train mode: the same drop path draws (same linear schedule, same RNG order)
+        swin_t.train(), model.train()
+        torch.manual_seed(5)
+        ref_t = swin_t.norm(swin_t.features(x)).permute(0, 3, 1, 2)
+        torch.manual_seed(5)
+        out_t = model(x)[3]
+        torch.testing.assert_close(out_t, ref_t, rtol=0, atol=1e-5)
+        assert not torch.allclose(out_t, outs[3], atol=1e-3)
+    # and from a file through init_cfg with convert_weights
+    path = tmp_path / 'swin_t.pth'
+    torch.save(swin_t.state_dict(), path)
+    built = build_model(dict(type='SwinTransformer', arch='tiny', out_indices=(3, ),
+                             convert_weights=True,
+                             init_cfg=dict(type='Pretrained', checkpoint=str(path))))
+    built.init_weights()
+    with torch.no_grad():
+        torch.testing.assert_close(built.eval()(x)[0], outs[3], rtol=0, atol=1e-5)
+
+
+def test_mmdet_style_arguments_and_shapes():
+    model = build_model(dict(type='SwinTransformer', embed_dims=8, depths=[2, 2, 2, 2],
+                             num_heads=[1, 2, 4, 8], window_size=3, qk_scale=None,
+                             out_indices=(1, 2, 3), drop_path_rate=0.2))
+    assert model.out_channels == (16, 32, 64) and model.feat_dim == 64
+    outs = model(torch.randn(1, 3, 50, 70))
+    assert [tuple(o.shape) for o in outs] == [(1, 16, 7, 9), (1, 32, 4, 5), (1, 64, 2, 3)]
+    rates = [b.drop_path.p for s in model.stages for b in s.blocks]
+    torch.testing.assert_close(torch.tensor(rates), torch.linspace(0, 0.2, 8))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match=r"invalid arch 'huge' for SwinTransformer: allowed "
+                                         r'are tiny, small, base, large'):
+        SwinTransformer('huge')
+    with pytest.raises(ValueError, match='window_size must be a positive int, got 0'):
+        SwinTransformer(TINY, window_size=0)
+    with pytest.raises(ValueError, match=r'patch_size must be a positive int, got 2.5'):
+        SwinTransformer(TINY, patch_size=2.5)
+    with pytest.raises(ValueError, match=r'out_indices must be stage indices in 0..2 '
+                                         r'\(3 stages\), got \(1, 3\)'):
+        SwinTransformer(TINY, out_indices=(1, 3))
+    with pytest.raises(ValueError, match=r'with_cp must be a bool or a tuple of 3 bools \(one '
+                                         r'per stage\), got \(True,\)'):
+        SwinTransformer(TINY, out_indices=(2, ), with_cp=(True, ))
+    with pytest.raises(ValueError, match=r'num_heads\[1\]=3 must divide the stage width 16'):
+        SwinTransformer(dict(TINY, num_heads=(1, 3, 4)), out_indices=(2, ))
+    with pytest.raises(ValueError, match='a Swin V2 state dict'):
+        convert_torchvision_swin({'features.1.0.attn.logit_scale': torch.zeros(1)})
