@@ -59,7 +59,7 @@ def load_file(filename, map_location='cpu'):
         raise RuntimeError(
             f'checkpoint {path} is corrupt, or holds objects other than tensors and plain '
             f'containers (refused by torch.load(weights_only=True)): {e}') from e
-    except (RuntimeError, EOFError, OSError, ValueError) as e:
+    except Exception as e:  # the unpickler raises anything from IndexError to EOFError
         raise RuntimeError(f'checkpoint {path} is corrupt or not a torch checkpoint: {e}') from e
 
 

@@ -1,0 +1,92 @@
+"""Checkpoint I/O: atomic saves, clear errors for missing / corrupt files, key revision."""
+import os
+
+import pytest
+import torch
+
+from ckptzoo.runner import IterBasedRunner, OptimizerHook
+from ckptzoo.runner.checkpoint import load_checkpoint, load_file, save_checkpoint
+
+from .toy import ToyDataset, loader, make_model, quiet_logger
+
+
+def test_crash_during_save_keeps_last_good_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / 'latest.pth'
+    save_checkpoint(dict(state_dict=dict(w=torch.ones(3))), str(path))
+    good = path.read_bytes()
+
+    def crashing_save(obj, f, *args, **kwargs):
+        f.write(b'partial bytes of a checkpoint')
+        raise KeyboardInterrupt('killed while saving')
+
+    monkeypatch.setattr(torch, 'save', crashing_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(dict(state_dict=dict(w=torch.zeros(3))), str(path))
+    assert path.read_bytes() == good
+    assert os.listdir(tmp_path) == ['latest.pth']  # no temporary file left behind
+    monkeypatch.undo()
+    torch.testing.assert_close(load_file(str(path))['state_dict']['w'], torch.ones(3))
+
+
+def test_missing_and_corrupt_checkpoints_name_the_file(tmp_path):
+    runner = IterBasedRunner(make_model(), optimizer=torch.optim.SGD(make_model().parameters(),
+                                                                     lr=0.1),
+                             logger=quiet_logger(), max_iters=2)
+    missing = tmp_path / 'nope.pth'
+    with pytest.raises(FileNotFoundError, match=f'checkpoint file not found: {missing}'):
+        runner.resume(str(missing))
+    corrupt = tmp_path / 'corrupt.pth'
+    corrupt.write_bytes(b'this is not a checkpoint')
+    with pytest.raises(RuntimeError, match=f'checkpoint {corrupt} is corrupt'):
+        runner.resume(str(corrupt))
+    weights_only = tmp_path / 'weights.pth'
+    torch.save(make_model().state_dict(), weights_only)
+    with pytest.raises(KeyError, match='not a training checkpoint'):
+        runner.resume(str(weights_only))
+
+
+def test_runner_saves_completed_iterations_and_strips_module_prefix(tmp_path):
+    model = make_model()
+    runner = IterBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                             work_dir=str(tmp_path), logger=quiet_logger(), max_iters=3)
+    runner.register_hook(OptimizerHook(), 'ABOVE_NORMAL')
+    runner.run([loader(ToyDataset(4), 1)], [('train', 1)])
+    path = runner.save_checkpoint(str(tmp_path))
+    ckpt = load_file(path)
+    assert os.path.basename(path) == 'iter_3.pth' and ckpt['meta']['iter'] == 3
+    assert os.path.realpath(tmp_path / 'latest.pth') == os.path.realpath(path)
+    wrapped = dict(state_dict={f'module.{k}': v for k, v in ckpt['state_dict'].items()})
+    torch.save(wrapped, tmp_path / 'ddp.pth')
+    fresh = make_model(seed=1)
+    load_checkpoint(fresh, str(tmp_path / 'ddp.pth'), strict=True)
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(fresh.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_runner_constructor_checks(tmp_path):
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match='only one of max_epochs and max_iters'):
+        IterBasedRunner(model, optimizer=opt, max_iters=2, max_epochs=1)
+    with pytest.raises(TypeError, match='optimizer must be a torch Optimizer'):
+        IterBasedRunner(model, optimizer='SGD', max_iters=2)
+    with pytest.raises(TypeError, match=r'must have a train_step\(\) method'):
+        IterBasedRunner(torch.nn.Linear(2, 2), optimizer=opt, max_iters=2)
+    with pytest.raises(ValueError, match='max_iters must be a positive int, got 0'):
+        IterBasedRunner(model, optimizer=opt, max_iters=0)
+    runner = IterBasedRunner(model, optimizer=opt, max_iters=2, logger=quiet_logger())
+    with pytest.raises(ValueError, match="each workflow phase must be"):
+        runner.run([loader(ToyDataset(4), 1)], [('test', 1)])
+
+
+def test_hook_priorities_order():
+    from ckptzoo.runner import Hook
+    runner = IterBasedRunner(make_model(), max_iters=1, logger=quiet_logger())
+    hooks = {name: type(name, (Hook, ), {})() for name in ('a', 'b', 'c', 'd')}
+    runner.register_hook(hooks['a'], 'LOW')
+    runner.register_hook(hooks['b'], 'HIGHEST')
+    runner.register_hook(hooks['c'], 'LOW')
+    runner.register_hook(hooks['d'], 55)
+    assert [type(h).__name__ for h in runner.hooks] == ['b', 'd', 'a', 'c']
+    with pytest.raises(ValueError, match="unknown priority 'URGENT'"):
+        runner.register_hook(type('e', (Hook, ), {})(), 'URGENT')
