@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from ckptzoo.models.heads.anchor_head import bbox_mapping_back
 from ckptzoo.models.utils import bias_init_with_prob
 from ckptzoo.registry import build_head
 
@@ -133,3 +134,18 @@ def test_giou_on_decoded_boxes():
     losses = head.loss([torch.zeros(1, 2, 2, 2)], [bbox_pred],
                        [torch.tensor([[0., 0., 16., 16.]])], [torch.tensor([1])], [_meta()])
     assert losses['loss_bbox'][0].item() == pytest.approx(2.0 * 0.5, abs=1e-5)
+
+
+def test_bbox_mapping_back_by_hand():
+    boxes = torch.tensor([[10., 10., 30., 60.]])
+    scale = np.array([2., 4., 2., 4.], dtype=np.float32)
+    shape = (80, 100, 3)
+    torch.testing.assert_close(bbox_mapping_back(boxes, shape, scale, False),
+                               torch.tensor([[5., 2.5, 15., 15.]]))
+    # flipped in the 100 x 80 augmented image: x1 = 100 - 30, y1 = 80 - 60, ...
+    torch.testing.assert_close(bbox_mapping_back(boxes, shape, scale, True),
+                               torch.tensor([[35., 2.5, 45., 15.]]))
+    torch.testing.assert_close(bbox_mapping_back(boxes, shape, scale, True, 'vertical'),
+                               torch.tensor([[5., 5., 15., 17.5]]))
+    torch.testing.assert_close(bbox_mapping_back(boxes, shape, scale, True, 'diagonal'),
+                               torch.tensor([[35., 5., 45., 17.5]]))

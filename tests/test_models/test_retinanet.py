@@ -112,7 +112,10 @@ def test_with_cp_gives_identical_losses_and_grads():
 def test_fp16_train_step_is_finite():
     model = wrap_fp16_model(_model())
     assert model.bbox_head.fp16_enabled and model.neck.fp16_enabled
+    dtypes = []
+    model.bbox_head.retina_cls.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
     out = model.train_step(_batch(), None)
+    assert set(dtypes) == {torch.float16}  # the head ran under autocast, its loss in fp32
     assert out['loss'].dtype == torch.float32
     assert all(np.isfinite(v) for v in out['log_vars'].values())
     out['loss'].backward()
@@ -141,8 +144,32 @@ def test_simple_test_format_and_forward_test_inputs():
     for a, b in zip(results, same):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
-    with pytest.raises(NotImplementedError, match='test-time augmentation'):
-        model.forward_test([batch['img'][:1]] * 2, [batch['img_metas'][:1]] * 2)
+
+
+def test_aug_test_merges_flipped_and_duplicate_augmentations():
+    model = _model()
+    model.bbox_head.test_cfg = dict(TEST_CFG, score_thr=0.0)
+    model.eval()
+    img = _batch()['img'][:1]
+    meta = _meta(64, 64)
+    flip_meta = dict(meta, flip=True, flip_direction='horizontal')
+    with torch.no_grad():
+        single = model.simple_test(img, [dict(meta)])[0]
+        # the same augmentation twice: duplicates are suppressed by NMS
+        twice = model.forward_test([img, img], [[dict(meta)], [dict(meta)]])[0]
+        # one flipped augmentation: the flipped image's boxes, mirrored back
+        flipped = model.aug_test([img.flip(-1)], [[dict(flip_meta)]])[0]
+        plain_on_flipped = model.simple_test(img.flip(-1), [dict(meta)])[0]
+        both = model.forward_test([img, img.flip(-1)], [[dict(meta)], [dict(flip_meta)]])[0]
+    for a, b in zip(single, twice):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(plain_on_flipped, flipped):
+        mirrored = a.copy()
+        mirrored[:, 0], mirrored[:, 2] = 64 - a[:, 2], 64 - a[:, 0]
+        np.testing.assert_allclose(b, mirrored, rtol=0, atol=1e-4)
+    assert len(both) == 3 and sum(len(r) for r in both) > 0
+    with pytest.raises(ValueError, match='one image per augmentation'):
+        model.forward_test([_batch()['img']] * 2, [_batch()['img_metas']] * 2)
 
 
 def test_overfits_one_batch():

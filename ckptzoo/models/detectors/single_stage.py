@@ -91,10 +91,17 @@ class SingleStageDetector(BaseModel):
                 for bboxes, labels in results]
 
     def aug_test(self, imgs, img_metas, rescale=False):
-        raise NotImplementedError(
-            f'{type(self).__name__} has no test-time augmentation: the test pipeline must give '
-            f'one augmentation (MultiScaleFlipAug with one scale and flip=False), got '
-            f'{len(imgs)}')
+        """Test-time augmentation of one image (mmdet 2.x): ``imgs`` a list over augmentations
+        of ``[1, 3, H, W]`` tensors, ``img_metas`` a list of one-dict lists."""
+        if not hasattr(self.bbox_head, 'aug_test'):
+            raise NotImplementedError(f'{type(self.bbox_head).__name__} has no aug_test')
+        if any(img.size(0) != 1 for img in imgs):
+            raise ValueError(f'aug_test takes one image per augmentation, got batches of '
+                             f'{[img.size(0) for img in imgs]}')
+        feats = [self.extract_feat(img) for img in imgs]
+        results = self.bbox_head.aug_test(feats, img_metas, rescale=rescale)
+        return [bbox2result(bboxes, labels, self.bbox_head.num_classes)
+                for bboxes, labels in results]
 
     def forward_test(self, img, img_metas, rescale=True, **kwargs):
         """``img`` a Tensor with ``img_metas`` a list of dicts, or (mmdet 2.x test pipelines)

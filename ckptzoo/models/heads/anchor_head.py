@@ -13,7 +13,8 @@ from ...runner.checkpoint import load_checkpoint
 from ...runner.fp16 import force_fp32
 from ..utils import apply_init_cfg
 
-__all__ = ['AnchorHead', 'anchor_inside_flags', 'images_to_levels', 'unmap']
+__all__ = ['AnchorHead', 'anchor_inside_flags', 'bbox_mapping_back', 'images_to_levels',
+           'unmap']
 
 
 def anchor_inside_flags(flat_anchors, valid_flags, img_shape, allowed_border=0):
@@ -33,6 +34,22 @@ def unmap(data, count, inds, fill=0):
     ret = data.new_full((count, ) + tuple(data.shape[1:]), fill)
     ret[inds.type(torch.bool)] = data
     return ret
+
+
+def bbox_mapping_back(bboxes, img_shape, scale_factor, flip, flip_direction='horizontal'):
+    """Boxes of an augmented (resized, maybe flipped) image in the original image."""
+    if flip:
+        if flip_direction not in ('horizontal', 'vertical', 'diagonal'):
+            raise ValueError(f"flip_direction must be 'horizontal', 'vertical' or 'diagonal', "
+                             f'got {flip_direction!r}')
+        h, w = img_shape[:2]
+        flipped = bboxes.clone()
+        if flip_direction in ('horizontal', 'diagonal'):
+            flipped[..., 0], flipped[..., 2] = w - bboxes[..., 2], w - bboxes[..., 0]
+        if flip_direction in ('vertical', 'diagonal'):
+            flipped[..., 1], flipped[..., 3] = h - bboxes[..., 3], h - bboxes[..., 1]
+        bboxes = flipped
+    return bboxes / bboxes.new_tensor(scale_factor)
 
 
 def images_to_levels(target, num_levels):
@@ -281,6 +298,37 @@ class AnchorHead(nn.Module):
 
     simple_test_bboxes = simple_test
 
+    def aug_test(self, feats, img_metas, rescale=False):
+        """mmdet 2.x test-time augmentation of one image: every augmentation's boxes (before
+        NMS) mapped back to the original image, merged, then class-wise NMS.
+
+        ``feats`` is a list over augmentations of per-level features, ``img_metas`` a list
+        over augmentations of one-dict lists. Returns ``[(det_bboxes, det_labels)]``.
+        """
+        if any(len(metas) != 1 for metas in img_metas):
+            raise ValueError(f'aug_test takes one image per augmentation, got '
+                             f'{[len(m) for m in img_metas]}')
+        all_bboxes, all_scores, all_labels = [], [], []
+        for x, metas in zip(feats, img_metas):
+            bboxes, scores, labels = self.get_bboxes(*self(x), img_metas=metas, rescale=False,
+                                                     with_nms=False)[0]
+            meta = metas[0]
+            all_bboxes.append(bbox_mapping_back(bboxes, meta['img_shape'], meta['scale_factor'],
+                                                meta.get('flip', False),
+                                                meta.get('flip_direction') or 'horizontal'))
+            all_scores.append(scores)
+            all_labels.append(labels)
+        bboxes, scores = torch.cat(all_bboxes), torch.cat(all_scores)
+        labels = torch.cat(all_labels)
+        if bboxes.numel() == 0:
+            dets = torch.cat([bboxes, scores[:, None]], -1)
+        else:
+            dets, labels = self._nms(bboxes, scores, labels, self.test_cfg)
+        if not rescale:
+            dets = dets.clone()
+            dets[:, :4] *= dets.new_tensor(img_metas[0][0]['scale_factor'])
+        return [(dets, labels)]
+
     @force_fp32(apply_to=('cls_scores', 'bbox_preds'))
     def get_bboxes(self, cls_scores, bbox_preds, score_factors=None, img_metas=None, cfg=None,
                    rescale=False, with_nms=True, **kwargs):
@@ -342,6 +390,10 @@ class AnchorHead(nn.Module):
             return bboxes, scores, labels
         if bboxes.numel() == 0:
             return torch.cat([bboxes, scores[:, None]], -1), labels
+        return self._nms(bboxes, scores, labels, cfg)
+
+    def _nms(self, bboxes, scores, labels, cfg):
+        """Class-wise NMS (mmcv ``batched_nms`` semantics), best first, ``max_per_img``."""
         nms_cfg = dict(_get(cfg, 'nms', dict(type='nms', iou_threshold=0.5)))
         nms_type = nms_cfg.pop('type', 'nms')
         iou_thr = nms_cfg.pop('iou_threshold', nms_cfg.pop('iou_thr', 0.5))
