@@ -3,7 +3,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from ckptzoo.models.heads.anchor_head import bbox_mapping_back
 from ckptzoo.models.utils import bias_init_with_prob
@@ -149,3 +148,16 @@ def test_bbox_mapping_back_by_hand():
                                torch.tensor([[5., 5., 15., 17.5]]))
     torch.testing.assert_close(bbox_mapping_back(boxes, shape, scale, True, 'diagonal'),
                                torch.tensor([[35., 5., 45., 17.5]]))
+
+
+def test_anchors_beyond_the_padded_image_are_ignored():
+    head = _head()
+    cls_score = torch.zeros(1, 2, 2, 2)
+    # pad 8 x 16: only the first row of the 2x2 map is valid (ceil(8 / 8) = 1)
+    meta = dict(_meta(), img_shape=(8, 16, 3), pad_shape=(8, 16, 3))
+    losses = head.loss([cls_score], [torch.zeros(1, 4, 2, 2)],
+                       [torch.tensor([[0., -8., 16., 8.]])], [torch.tensor([0])], [meta])
+    pos = 0.25 * 0.25 * math.log(2)
+    neg = 0.75 * 0.25 * math.log(2)
+    # anchor 1 is the gt (class 0 positive, class 1 negative), anchor 0 is negative (IoU 1/3)
+    torch.testing.assert_close(losses['loss_cls'][0], torch.tensor(pos + 3 * neg))
