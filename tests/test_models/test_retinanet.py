@@ -216,6 +216,14 @@ def test_mmdet_retinanet_r50_config_builds():
     assert detector.bbox_head.retina_cls.weight.shape == (9 * 20, 256, 3, 3)
     assert detector.bbox_head.retina_reg.weight.shape == (9 * 4, 256, 3, 3)
     assert detector.neck.fpn_convs[3].conv.in_channels == 2048
+    # the neck and head keys of an mmdet 2.x RetinaNet checkpoint, exactly
+    keys = [k for k in detector.state_dict() if not k.startswith('backbone.')]
+    expected = [f'neck.lateral_convs.{i}.conv.{p}' for i in range(3) for p in ('weight', 'bias')]
+    expected += [f'neck.fpn_convs.{i}.conv.{p}' for i in range(5) for p in ('weight', 'bias')]
+    expected += [f'bbox_head.{tower}.{i}.conv.{p}' for i in range(4)
+                 for tower in ('cls_convs', 'reg_convs') for p in ('weight', 'bias')]
+    expected += [f'bbox_head.retina_{b}.{p}' for b in ('cls', 'reg') for p in ('weight', 'bias')]
+    assert sorted(keys) == sorted(expected)
     n_params = sum(p.numel() for p in detector.parameters())
     # mmdet 2.x RetinaNet R50-FPN with 20 classes: 36.5 M parameters
     assert 36.0e6 < n_params < 37.0e6, n_params
