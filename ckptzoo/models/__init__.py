@@ -1,3 +1,8 @@
 from .backbones import *  # noqa: F401,F403
 from .checkpoint import checkpoint, checkpoint_sequential, should_checkpoint  # noqa: F401
 from .classifiers import *  # noqa: F401,F403
+from .losses import *  # noqa: F401,F403
+from .task_modules import *  # noqa: F401,F403
+from .necks import *  # noqa: F401,F403
+from .heads import *  # noqa: F401,F403
+from .detectors import *  # noqa: F401,F403

@@ -1,3 +1,6 @@
 from .norm import NORM_LAYERS, build_norm_layer
 
 __all__ = ['NORM_LAYERS', 'build_norm_layer']
+from .weight_init import (apply_init_cfg, bias_init_with_prob, constant_init,  # noqa: F401
+                          kaiming_init, normal_init, uniform_init, xavier_init)
+from .conv_module import ConvModule, build_activation_layer  # noqa: F401

@@ -1,0 +1,3 @@
+from .fpn import FPN
+
+__all__ = ['FPN']

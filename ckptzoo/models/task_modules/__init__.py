@@ -1,0 +1,10 @@
+"""Anchors, box coding, assignment and sampling for dense detection heads (mmdet 2.x)."""
+from .anchor_generator import AnchorGenerator
+from .assign_result import AssignResult
+from .bbox_overlaps import bbox_overlaps
+from .delta_xywh_coder import DeltaXYWHBBoxCoder, bbox2delta, delta2bbox
+from .max_iou_assigner import MaxIoUAssigner
+from .pseudo_sampler import PseudoSampler, SamplingResult
+
+__all__ = ['AnchorGenerator', 'AssignResult', 'bbox_overlaps', 'DeltaXYWHBBoxCoder',
+           'bbox2delta', 'delta2bbox', 'MaxIoUAssigner', 'PseudoSampler', 'SamplingResult']
