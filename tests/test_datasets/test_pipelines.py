@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ckptzoo.datasets import collate
-from ckptzoo.datasets.pipelines import (Collect, Compose, DefaultFormatBundle, ImageToTensor,
+from ckptzoo.datasets.pipelines import (Collect, Compose, ImageToTensor,
                                         MultiScaleFlipAug, Normalize, Pad, RandomFlip, Resize)
 from ckptzoo.registry import TRANSFORMS
 
@@ -221,3 +221,26 @@ def test_compose_stops_on_none():
     assert pipe({}) is None and calls == []
     with pytest.raises(TypeError, match='callable'):
         Compose([3])
+
+
+def test_load_image_bgr_rgb_and_missing_file(tmp_path):
+    import cv2
+
+    from ckptzoo.datasets.pipelines import LoadAnnotations, LoadImageFromFile
+    img = np.zeros((6, 8, 3), np.uint8)
+    img[..., 0] = 200  # blue in BGR
+    cv2.imwrite(str(tmp_path / 'x.png'), img)
+    res = dict(img_prefix=str(tmp_path), img_info=dict(filename='x.png'))
+    r = LoadImageFromFile()(dict(res))
+    assert r['img'].dtype == np.uint8 and r['img'].shape == (6, 8, 3)
+    assert r['img'][0, 0].tolist() == [200, 0, 0] and r['ori_shape'] == (6, 8, 3)
+    assert r['filename'] == str(tmp_path / 'x.png') and r['ori_filename'] == 'x.png'
+    r = LoadImageFromFile(to_float32=True, channel_order='rgb')(dict(res))
+    assert r['img'].dtype == np.float32 and r['img'][0, 0].tolist() == [0, 0, 200]
+    with pytest.raises(FileNotFoundError, match='nope.png'):
+        LoadImageFromFile()(dict(img_prefix=str(tmp_path), img_info=dict(filename='nope.png')))
+    ann = dict(bboxes=np.ones((2, 4), np.float32), labels=np.array([0, 2]),
+               bboxes_ignore=np.zeros((1, 4), np.float32))
+    r = LoadAnnotations()(dict(ann_info=ann, bbox_fields=[]))
+    assert r['bbox_fields'] == ['gt_bboxes_ignore', 'gt_bboxes']
+    assert r['gt_labels'].tolist() == [0, 2] and r['gt_bboxes_ignore'].shape == (1, 4)
