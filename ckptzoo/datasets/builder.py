@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 from torch.utils.data.dataloader import default_collate
 
-from ..registry import DATASETS
 from ..registry import build_dataset as _registry_build
 
 #: Per-image keys kept as lists in a batch (their sizes differ from image to image).
@@ -294,4 +293,4 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
 
 
 __all__ = ['build_dataset', 'build_dataloader', 'collate', 'GroupSampler',
-           'DistributedGroupSampler', 'worker_init_fn', 'DATASETS']
+           'DistributedGroupSampler', 'worker_init_fn']

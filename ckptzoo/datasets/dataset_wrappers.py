@@ -81,6 +81,10 @@ class ConcatDataset(_ConcatDataset):
                 start = end
             return total
         first = self.datasets[0]
+        if not hasattr(first, '_evaluate'):
+            raise NotImplementedError(
+                f'separate_eval=False needs a ckptzoo CustomDataset subclass, got '
+                f'{type(first).__name__}')
         annotations = [self.get_ann_info(i) for i in range(len(self))]
         return first._evaluate(results, annotations, logger=logger, **kwargs)
 

@@ -1,5 +1,4 @@
 import os.path as osp
-import textwrap
 
 import cv2
 import numpy as np

@@ -15,7 +15,8 @@ class Compose:
             if isinstance(transform, dict):
                 transform = build_transform(transform)
             elif not callable(transform):
-                raise TypeError(f'a transform must be a config dict or a callable, got {transform!r}')
+                raise TypeError(f'a transform must be a config dict or a callable, '
+                                f'got {transform!r}')
             self.transforms.append(transform)
 
     def __call__(self, data):

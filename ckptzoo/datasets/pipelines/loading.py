@@ -47,7 +47,8 @@ class LoadImageFromFile:
             raise ValueError(f"only the 'disk' file client backend is supported, "
                              f"got {file_client_args!r}")
         if color_type not in _COLOR_FLAGS:
-            raise ValueError(f'color_type must be one of {sorted(_COLOR_FLAGS)}, got {color_type!r}')
+            raise ValueError(f'color_type must be one of {sorted(_COLOR_FLAGS)}, '
+                             f'got {color_type!r}')
         if channel_order not in ('bgr', 'rgb'):
             raise ValueError(f"channel_order must be 'bgr' or 'rgb', got {channel_order!r}")
         self.to_float32 = to_float32
@@ -114,4 +115,5 @@ class LoadAnnotations:
         return results
 
     def __repr__(self):
-        return f'{self.__class__.__name__}(with_bbox={self.with_bbox}, with_label={self.with_label})'
+        return (f'{self.__class__.__name__}(with_bbox={self.with_bbox}, '
+                f'with_label={self.with_label})')

@@ -1,0 +1,112 @@
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DistributedSampler, RandomSampler
+
+from ckptzoo.datasets import (ConcatDataset, DistributedGroupSampler, GroupSampler,
+                              RepeatDataset, build_dataloader, build_dataset)
+from ckptzoo.registry import DATASETS
+
+
+class _Toy:
+    """A dataset with a group flag; items are their own index."""
+
+    CLASSES = ('a',)
+
+    def __init__(self, flag):
+        self.flag = np.array(flag, dtype=np.uint8)
+
+    def __len__(self):
+        return len(self.flag)
+
+    def __getitem__(self, i):
+        return dict(img=torch.full((3, 4, 4), float(i)), img_metas=dict(idx=i),
+                    gt_bboxes=torch.zeros(i % 3, 4), gt_labels=torch.zeros(i % 3,
+                                                                           dtype=torch.long))
+
+
+def test_wrappers_registered_and_build_from_configs():
+    for name in ('RepeatDataset', 'ConcatDataset', 'VOCDataset', 'XMLDataset', 'CustomDataset'):
+        assert DATASETS.get(name) is not None, name
+    toy = _Toy([0, 1, 1])
+    rep = RepeatDataset(toy, 3)
+    assert len(rep) == 9 and rep[7]['img_metas']['idx'] == 1
+    np.testing.assert_array_equal(rep.flag, [0, 1, 1] * 3)
+    cat = ConcatDataset([toy, _Toy([1, 0])])
+    assert len(cat) == 5 and cat[4]['img_metas']['idx'] == 1
+    np.testing.assert_array_equal(cat.flag, [0, 1, 1, 1, 0])
+    with pytest.raises(ValueError, match='times'):
+        RepeatDataset(toy, 0)
+
+
+def test_group_sampler_batches_share_a_group():
+    flag = [0] * 5 + [1] * 8
+    sampler = GroupSampler(_Toy(flag), samples_per_gpu=4)
+    # each group padded to a multiple of 4: 8 + 8
+    assert len(sampler) == 16
+    np.random.seed(0)
+    idx = list(sampler)
+    assert len(idx) == 16 and set(idx) == set(range(13))
+    for b in range(4):
+        assert len({flag[i] for i in idx[4 * b:4 * b + 4]}) == 1
+    with pytest.raises(TypeError, match='flag'):
+        GroupSampler(object())
+
+
+def test_distributed_group_sampler():
+    flag = [0] * 5 + [1] * 7
+    ds = _Toy(flag)
+    parts = [DistributedGroupSampler(ds, samples_per_gpu=2, num_replicas=2, rank=r, seed=3)
+             for r in range(2)]
+    out = [list(s) for s in parts]
+    # per group: ceil(n / 2 / 2) * 2 per replica -> 4 + 4
+    assert [len(o) for o in out] == [8, 8] and len(parts[0]) == 8
+    assert set(out[0]) | set(out[1]) == set(range(12))
+    for o in out:
+        for b in range(4):
+            assert len({flag[i] for i in o[2 * b:2 * b + 2]}) == 1
+    again = DistributedGroupSampler(ds, 2, 2, 0, seed=3)
+    assert list(again) == out[0]  # deterministic from seed + epoch
+    again.set_epoch(1)
+    assert list(again) != out[0]
+    with pytest.raises(ValueError, match='rank'):
+        DistributedGroupSampler(ds, 2, num_replicas=2, rank=2)
+
+
+def test_build_dataloader_samplers_and_batches():
+    ds = _Toy([1, 1, 0, 0, 1])
+    loader = build_dataloader(ds, samples_per_gpu=2, workers_per_gpu=0, seed=0)
+    assert isinstance(loader.sampler, GroupSampler)
+    batches = list(loader)
+    assert len(batches) == 3
+    for b in batches:
+        assert b['img'].shape == (2, 3, 4, 4) and len(b['img_metas']) == 2
+        assert isinstance(b['gt_bboxes'], list) and len(b['gt_bboxes']) == 2
+    # num_gpus scales the (non-distributed) batch
+    assert build_dataloader(ds, 1, 0, num_gpus=2).batch_size == 2
+    seq = build_dataloader(ds, 2, 0, shuffle=False)
+    assert [m['idx'] for b in seq for m in b['img_metas']] == [0, 1, 2, 3, 4]
+    # without a group flag (e.g. test-mode or classification datasets) shuffling still works
+    noflag = [dict(img=torch.zeros(3, 2, 2), img_metas={})] * 3
+    assert isinstance(build_dataloader(noflag, 1, 0).sampler, RandomSampler)
+    # dist=True outside torch.distributed: rank 0 of 1
+    assert isinstance(build_dataloader(ds, 2, 0, dist=True, seed=1).sampler,
+                      DistributedGroupSampler)
+    assert isinstance(build_dataloader(ds, 2, 0, dist=True, shuffle=False).sampler,
+                      DistributedSampler)
+    dl = build_dataloader(ds, 2, 0, drop_last=True, shuffle=False)
+    assert len(dl) == 2
+
+
+def test_build_dataloader_with_workers_is_seeded():
+    ds = _Toy([0, 1, 0, 1])
+    loader = build_dataloader(ds, 2, 1, seed=5, shuffle=False, persistent_workers=True)
+    assert loader.persistent_workers and loader.worker_init_fn is not None
+    assert [m['idx'] for b in loader for m in b['img_metas']] == [0, 1, 2, 3]
+
+
+def test_build_dataset_errors():
+    with pytest.raises(KeyError, match='type'):
+        build_dataset(dict(ann_file='x'))
+    with pytest.raises(KeyError, match='VOCDataset'):
+        build_dataset(dict(type='VOCDatset'))
