@@ -85,6 +85,7 @@ def build_runner(cfg, default_args=None):
 
 
 def build_dataset(cfg, default_args=None):
+    """Use :func:`ckptzoo.datasets.build_dataset` for configs with a list ``ann_file``."""
     return DATASETS.build(cfg, default_args=default_args)
 
 

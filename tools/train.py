@@ -13,7 +13,8 @@ from mmengine.config import Config, DictAction  # noqa: E402
 
 import ckptzoo  # noqa: E402
 from ckptzoo.apis import set_random_seed, train_model  # noqa: E402
-from ckptzoo.registry import build_dataset, build_model  # noqa: E402
+from ckptzoo.datasets import build_dataset  # noqa: E402
+from ckptzoo.registry import build_model  # noqa: E402
 from ckptzoo.runner import init_dist  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.utils.logger import get_root_logger  # noqa: E402

@@ -135,8 +135,9 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
         validate = False
     if validate:
         val_cfg = dict(data_cfg.val)
+        val_samples_per_gpu = val_cfg.pop('samples_per_gpu', 1)
         val_dataset = build_dataset(val_cfg, dict(test_mode=True))
-        val_loader_cfg = dict(samples_per_gpu=val_cfg.pop('samples_per_gpu', 1),
+        val_loader_cfg = dict(samples_per_gpu=val_samples_per_gpu,
                               workers_per_gpu=data_cfg.get('workers_per_gpu', 2),
                               dist=distributed, shuffle=False)
         val_loader_cfg.update(data_cfg.get('val_dataloader', {}))
