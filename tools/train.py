@@ -12,7 +12,7 @@ import torch  # noqa: E402
 from mmengine.config import Config, DictAction  # noqa: E402
 
 import ckptzoo  # noqa: E402
-from ckptzoo.apis import set_random_seed, train_model  # noqa: E402
+from ckptzoo.apis import prepare_synthetic_data, set_random_seed, train_model  # noqa: E402
 from ckptzoo.datasets import build_dataset  # noqa: E402
 from ckptzoo.registry import build_model  # noqa: E402
 from ckptzoo.runner import init_dist  # noqa: E402
@@ -116,6 +116,7 @@ def main(argv=None):
     meta['seed'] = seed
     meta['exp_name'] = osp.basename(args.config)
 
+    prepare_synthetic_data(cfg, distributed)
     model = build_model(cfg.model, default_args=_model_defaults(cfg))
     if hasattr(model, 'init_weights'):
         model.init_weights()

@@ -13,7 +13,8 @@ from ..registry import build_optimizer, build_runner
 from ..runner import EpochBasedRunner, MMDistributedDataParallel
 from ..runner.hooks import Hook
 
-__all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model']
+__all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
+           'prepare_synthetic_data']
 
 _OPTIMIZER_HOOKS = ('OptimizerHook', 'Fp16OptimizerHook', 'GradientCumulativeOptimizerHook',
                     'GradientCumulativeFp16OptimizerHook')
@@ -27,6 +28,24 @@ def set_random_seed(seed, deterministic=False):
     if deterministic:
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
+
+
+def prepare_synthetic_data(cfg, distributed=False):
+    """Write the generated VOC-format dataset that ``cfg.synthetic_data`` describes (the
+    arguments of :func:`ckptzoo.datasets.generate_voc`), once: nothing is downloaded, and a
+    complete dataset made with the same arguments is reused."""
+    spec = cfg.get('synthetic_data')
+    if not spec:
+        return None
+    from ..datasets import generate_voc
+    from ..runner.dist_utils import get_dist_info
+    rank, _ = get_dist_info()
+    root = None
+    if rank == 0:
+        root = generate_voc(**spec)
+    if distributed:
+        torch.distributed.barrier()
+    return root
 
 
 def select_optimizer_hook(optimizer_config, fp16_cfg=None, distributed=False):
