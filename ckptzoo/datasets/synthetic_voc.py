@@ -159,9 +159,12 @@ def _annotation_xml(img_id, year, h, w, objects):
 
 def generate_voc(root, num_trainval=256, num_test=64, img_size=((96, 128), (96, 128)),
                  classes=SYNTHETIC_CLASSES, seed=0, year='VOC2007', obj_size=(16, 48),
-                 max_objects=3):
+                 max_objects=3, names=None):
     """Write the dataset under ``root/VOCdevkit/<year>`` unless it is already complete with the
     same arguments; return ``root/VOCdevkit``.
+
+    ``names`` (one per class) are the object names written to the XML instead of the shape
+    names, e.g. VOC's own class names, so a config with the 20 VOC classes reads the data.
 
     A complete dataset made with other arguments is replaced; a folder that this function did
     not make (no marker) is never touched: that is an error.
@@ -176,6 +179,10 @@ def generate_voc(root, num_trainval=256, num_test=64, img_size=((96, 128), (96, 
             raise ValueError(f'{name} must be a non-negative int, got {n!r}')
     if year not in ('VOC2007', 'VOC2012'):
         raise ValueError(f"year must be 'VOC2007' or 'VOC2012', got {year!r}")
+    names = tuple(classes if names is None else names)
+    if len(names) != len(classes) or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f'names must be {len(classes)} non-empty strings (one per class), '
+                         f'got {names!r}')
     h_range, w_range = _size_ranges(img_size)
     obj_size = _range(obj_size, 'obj_size')
     if not isinstance(max_objects, int) or max_objects < 1:
@@ -183,6 +190,8 @@ def generate_voc(root, num_trainval=256, num_test=64, img_size=((96, 128), (96, 
     params = dict(num_trainval=num_trainval, num_test=num_test,
                   img_size=[list(h_range), list(w_range)], classes=list(classes), seed=seed,
                   year=year, obj_size=list(obj_size), max_objects=max_objects, version=1)
+    if names != classes:
+        params['names'] = list(names)
 
     devkit = osp.join(root, 'VOCdevkit')
     target = osp.join(devkit, year)
@@ -206,6 +215,8 @@ def generate_voc(root, num_trainval=256, num_test=64, img_size=((96, 128), (96, 
         ids = [f'{i:06d}' for i in range(1, num_trainval + num_test + 1)]
         for img_id in ids:
             img, objects = _make_image(rng, classes, h_range, w_range, obj_size, max_objects)
+            for obj in objects:
+                obj['name'] = names[classes.index(obj['name'])]
             ok, buf = cv2.imencode('.jpg', img, [cv2.IMWRITE_JPEG_QUALITY, 95])
             if not ok:
                 raise OSError(f'JPEG encoding failed for image {img_id}')

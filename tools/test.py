@@ -1,0 +1,119 @@
+"""Test (and evaluate) a checkpoint (mmdet 2.x's tools/test.py)."""
+import argparse
+import json
+import os
+import os.path as osp
+import sys
+import time
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+import mmengine  # noqa: E402
+import torch  # noqa: E402
+from mmengine.config import Config, DictAction  # noqa: E402
+
+from ckptzoo.apis import multi_gpu_test, prepare_synthetic_data, single_gpu_test  # noqa: E402
+from ckptzoo.datasets import build_dataloader, build_dataset  # noqa: E402
+from ckptzoo.registry import build_model  # noqa: E402
+from ckptzoo.runner import MMDistributedDataParallel, init_dist, load_checkpoint  # noqa: E402
+from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
+from ckptzoo.runner.fp16 import wrap_fp16_model  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description='Test (and evaluate) a model')
+    parser.add_argument('config', help='test config file path')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('--work-dir', help='where to write the evaluation metrics (json)')
+    parser.add_argument('--out', help='output result file in pickle format')
+    parser.add_argument('--eval', type=str, nargs='+',
+                        help='evaluation metrics, e.g. "mAP" for VOC, "accuracy" for '
+                        'classification')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config settings, as tools/train.py')
+    parser.add_argument('--eval-options', nargs='+', action=DictAction,
+                        help='keyword arguments of dataset.evaluate, e.g. iou_thr=0.75')
+    parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    if not args.out and not args.eval:
+        parser.error('give at least one of --out (save the results) and --eval (evaluate)')
+    if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
+        parser.error(f'--out must be a .pkl or .pickle file, got {args.out!r}')
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if cfg.get('cudnn_benchmark', False):
+        torch.backends.cudnn.benchmark = True
+
+    distributed = args.launcher != 'none'
+    if distributed:
+        dist_params = dict(cfg.get('dist_params', {}))
+        if dist_params.get('backend') == 'nccl' and not torch.cuda.is_available():
+            dist_params['backend'] = 'gloo'
+        init_dist(args.launcher, **dist_params)
+    rank, _ = get_dist_info()
+    prepare_synthetic_data(cfg, distributed)
+
+    test_cfg = dict(cfg.data.test)
+    samples_per_gpu = test_cfg.pop('samples_per_gpu', 1)
+    dataset = build_dataset(test_cfg, dict(test_mode=True))
+    data_loader = build_dataloader(dataset, samples_per_gpu=samples_per_gpu,
+                                   workers_per_gpu=cfg.data.get('workers_per_gpu', 2),
+                                   dist=distributed, shuffle=False)
+
+    model_cfg = dict(cfg.model)
+    model_cfg.pop('train_cfg', None)
+    if cfg.get('test_cfg') is not None and 'test_cfg' not in model_cfg:
+        model_cfg['test_cfg'] = cfg.test_cfg
+    model = build_model(model_cfg)
+    fp16_cfg = cfg.get('fp16')
+    if fp16_cfg is not None:
+        wrap_fp16_model(model, fp16_cfg.get('dtype', 'float16'))
+    checkpoint = load_checkpoint(model, args.checkpoint, map_location='cpu')
+    classes = checkpoint.get('meta', {}).get('CLASSES')
+    model.CLASSES = tuple(classes) if classes else getattr(dataset, 'CLASSES', None)
+
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    model = model.to(device)
+    if distributed:
+        model = MMDistributedDataParallel(
+            model, device_ids=[torch.cuda.current_device()] if device == 'cuda' else None,
+            broadcast_buffers=False)
+        outputs = multi_gpu_test(model, data_loader)
+    else:
+        outputs = single_gpu_test(model, data_loader)
+
+    if rank == 0:
+        print()
+        if args.out:
+            print(f'writing results to {args.out}')
+            mmengine.dump(outputs, args.out)
+        if args.eval:
+            eval_kwargs = dict(cfg.get('evaluation', {}))
+            for key in ('interval', 'tmpdir', 'start', 'gpu_collect', 'save_best', 'rule',
+                        'by_epoch', 'dynamic_intervals'):
+                eval_kwargs.pop(key, None)
+            eval_kwargs.update(args.eval_options or {})
+            eval_kwargs['metric'] = args.eval if len(args.eval) > 1 else args.eval[0]
+            metric = dataset.evaluate(outputs, **eval_kwargs)
+            print(metric)
+            if args.work_dir is not None:
+                os.makedirs(args.work_dir, exist_ok=True)
+                timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
+                with open(osp.join(args.work_dir, f'eval_{timestamp}.json'), 'w') as f:
+                    json.dump(dict(config=args.config, checkpoint=args.checkpoint,
+                                   metric={k: float(v) for k, v in metric.items()}), f)
+    if distributed:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == '__main__':
+    main()
