@@ -115,7 +115,8 @@ data = dict(
         pipeline=test_pipeline,
         samples_per_gpu=8))
 
-optimizer = dict(type='SGD', lr=0.02, momentum=0.9, weight_decay=0.0001)
+# from scratch, AdamW learns this in a few epochs (SGD at lr 0.02 reached mAP 0.18 in 12)
+optimizer = dict(type='AdamW', lr=0.001, weight_decay=0.0001)
 optimizer_config = dict(grad_clip=dict(max_norm=35, norm_type=2))
 lr_config = dict(policy='step', warmup='linear', warmup_iters=100, warmup_ratio=0.01,
                  step=[9, 11])
