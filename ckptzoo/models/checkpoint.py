@@ -21,7 +21,7 @@ import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils import checkpoint as torch_cp
 
-__all__ = ['checkpoint', 'checkpoint_sequential', 'should_checkpoint']
+__all__ = ['checkpoint', 'checkpoint_sequential', 'should_checkpoint', 'per_stage_flags']
 
 
 def _owner(function):
@@ -146,3 +146,14 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=False,
         input = checkpoint(chunk, input, use_reentrant=use_reentrant,
                            preserve_rng_state=preserve_rng_state)
     return chunks[-1](input) if chunks else input
+
+
+def per_stage_flags(value, num, name='with_cp', unit='stage'):
+    """``with_cp`` as one bool per stage: a bool for all, or a tuple of ``num`` bools."""
+    if isinstance(value, bool):
+        return (value, ) * num
+    if isinstance(value, (list, tuple)) and len(value) == num \
+            and all(isinstance(v, bool) for v in value):
+        return tuple(value)
+    raise ValueError(f'{name} must be a bool or a tuple of {num} bools (one per {unit}), '
+                     f'got {value!r}')

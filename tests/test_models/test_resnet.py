@@ -1,5 +1,4 @@
 """ResNet: with_cp is exact, saves memory, loads torchvision weights, rejects bad arguments."""
-import copy
 
 import pytest
 import torch

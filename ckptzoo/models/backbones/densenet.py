@@ -36,9 +36,9 @@ import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
-from ...runner.checkpoint import load_checkpoint
-from ..checkpoint import checkpoint
+from ..checkpoint import checkpoint, per_stage_flags
 from ..utils import build_norm_layer
+from ..utils.pretrained import load_pretrained
 
 __all__ = ['DenseNet', 'DenseLayer', 'DenseBlock', 'DenseTransition']
 
@@ -112,16 +112,6 @@ class DenseTransition(nn.Module):
         return (feat, down) if return_feat else down
 
 
-def _per_block(value, num_blocks, name):
-    if isinstance(value, bool):
-        return (value, ) * num_blocks
-    if isinstance(value, (list, tuple)) and len(value) == num_blocks \
-            and all(isinstance(v, bool) for v in value):
-        return tuple(value)
-    raise ValueError(f'{name} must be a bool or a tuple of {num_blocks} bools (one per dense '
-                     f'block), got {value!r}')
-
-
 @MODELS.register_module()
 class DenseNet(nn.Module):
     """DenseNet-BC backbone.
@@ -186,7 +176,7 @@ class DenseNet(nn.Module):
         self.out_indices = tuple(sorted({i % num_blocks for i in indices}))
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
-        self.with_cp = _per_block(with_cp, num_blocks, 'with_cp')
+        self.with_cp = per_stage_flags(with_cp, num_blocks, 'with_cp', 'dense block')
         self.cp_use_reentrant = cp_use_reentrant
         self.init_cfg = init_cfg
 
@@ -258,15 +248,7 @@ class DenseNet(nn.Module):
     def init_weights(self):
         """Load ``init_cfg=dict(type='Pretrained', checkpoint=...)`` if given (torchvision
         DenseNet checkpoints load as they are)."""
-        cfg = self.init_cfg
-        if cfg is None:
-            return
-        if not isinstance(cfg, dict) or cfg.get('type') != 'Pretrained' \
-                or 'checkpoint' not in cfg:
-            raise ValueError("DenseNet init_cfg must be dict(type='Pretrained', "
-                             f'checkpoint=PATH), got {cfg!r}')
-        load_checkpoint(self, cfg['checkpoint'], map_location='cpu', strict=False,
-                        prefix=cfg.get('prefix'))
+        load_pretrained(self, self.init_cfg, 'DenseNet')
 
     def _stage_modules(self, i):
         """Dense block ``i`` (0-based) and the norm after it."""

@@ -12,9 +12,9 @@ import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
-from ...runner.checkpoint import load_checkpoint
-from ..checkpoint import checkpoint
+from ..checkpoint import checkpoint, per_stage_flags
 from ..utils import build_norm_layer
+from ..utils.pretrained import load_pretrained
 
 
 def _conv3x3(in_planes, out_planes, stride=1, dilation=1):
@@ -138,16 +138,6 @@ class ResLayer(nn.Sequential):
         super().__init__(*blocks)
 
 
-def _per_stage(value, num_stages, name):
-    if isinstance(value, bool):
-        return (value, ) * num_stages
-    if isinstance(value, (list, tuple)) and len(value) == num_stages \
-            and all(isinstance(v, bool) for v in value):
-        return tuple(value)
-    raise ValueError(f'{name} must be a bool or a tuple of {num_stages} bools (one per stage), '
-                     f'got {value!r}')
-
-
 @MODELS.register_module()
 class ResNet(nn.Module):
     """ResNet backbone, mmdet 2.x arguments.
@@ -210,7 +200,7 @@ class ResNet(nn.Module):
             warnings.warn('pretrained is deprecated, use init_cfg=dict(type="Pretrained", '
                           'checkpoint=...)', DeprecationWarning)
             init_cfg = dict(type='Pretrained', checkpoint=pretrained)
-        self.with_cp = _per_stage(with_cp, num_stages, 'with_cp')
+        self.with_cp = per_stage_flags(with_cp, num_stages, 'with_cp', 'stage')
         self.cp_use_reentrant = cp_use_reentrant
         self.depth = depth
         self.stem_channels = stem_channels or base_channels
@@ -295,15 +285,7 @@ class ResNet(nn.Module):
 
     def init_weights(self):
         """Load ``init_cfg=dict(type='Pretrained', checkpoint=...)`` if given."""
-        cfg = self.init_cfg
-        if cfg is None:
-            return
-        if not isinstance(cfg, dict) or cfg.get('type') != 'Pretrained' \
-                or 'checkpoint' not in cfg:
-            raise ValueError("ResNet init_cfg must be dict(type='Pretrained', checkpoint=PATH), "
-                             f'got {cfg!r}')
-        load_checkpoint(self, cfg['checkpoint'], map_location='cpu', strict=False,
-                        prefix=cfg.get('prefix'))
+        load_pretrained(self, self.init_cfg, 'ResNet')
 
     def _freeze_stages(self):
         if self.frozen_stages >= 0:

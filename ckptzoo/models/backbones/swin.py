@@ -34,8 +34,9 @@ import torch.nn.functional as F
 from torchvision.ops import StochasticDepth
 
 from ...registry import MODELS
-from ...runner.checkpoint import load_file, load_checkpoint
+from ...runner.checkpoint import load_file
 from ..checkpoint import checkpoint
+from ..utils.pretrained import check_pretrained_cfg, load_pretrained
 
 __all__ = ['SwinTransformer', 'SwinBlock', 'PatchMerging', 'PatchEmbed',
            'convert_torchvision_swin']
@@ -380,16 +381,11 @@ class SwinTransformer(nn.Module):
 
     def init_weights(self):
         """Load ``init_cfg``; with ``convert_weights`` the file is a torchvision checkpoint."""
-        cfg = self.init_cfg
+        cfg = check_pretrained_cfg(self.init_cfg, 'SwinTransformer')
         if cfg is None:
             return
-        if not isinstance(cfg, dict) or cfg.get('type') != 'Pretrained' \
-                or 'checkpoint' not in cfg:
-            raise ValueError("SwinTransformer init_cfg must be dict(type='Pretrained', "
-                             f'checkpoint=PATH), got {cfg!r}')
         if not self.convert_weights:
-            load_checkpoint(self, cfg['checkpoint'], map_location='cpu', strict=False,
-                            prefix=cfg.get('prefix'))
+            load_pretrained(self, cfg, 'SwinTransformer')
             return
         ckpt = load_file(cfg['checkpoint'], map_location='cpu')
         state_dict = ckpt.get('state_dict', ckpt.get('model', ckpt))
