@@ -140,3 +140,30 @@ def test_unknown_hook_and_bad_runner_fail_clearly(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode != 0
     assert 'only one of max_epochs and max_iters can be set' in proc.stderr
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_launcher_pytorch_on_cpu(tmp_path):
+    """`--launcher pytorch` under torchrun: gloo on CPU, DDP, distributed samplers."""
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='EpochBasedRunner', max_epochs=2)\n"
+                   "fp16 = dict(loss_scale='dynamic')\n")
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    proc = subprocess.run(
+        [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
+         '--master_port', str(_free_port()), TRAIN, str(cfg), '--work-dir', str(tmp_path / 'ddp'),
+         '--launcher', 'pytorch'], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log = open(next(str(p) for p in (tmp_path / 'ddp').glob('*.log'))).read()
+    assert 'Distributed training: True (world size 2)' in log
+    assert 'GradientCumulativeFp16OptimizerHook' in log and 'DistSamplerSeedHook' in log
+    ckpt = _final(tmp_path / 'ddp')
+    assert ckpt['meta']['epoch'] == 2 and ckpt['meta']['iter'] == 8  # 4 samples per rank
+    assert not any(k.startswith('module.') for k in ckpt['state_dict'])
