@@ -1,7 +1,12 @@
 """Deterministic memory counts (bytes, not timings) for tests and benchmarks."""
-import torch
+import itertools
+import threading
+import weakref
 
-__all__ = ['SavedTensorCounter', 'saved_tensor_bytes']
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ['SavedTensorCounter', 'saved_tensor_bytes', 'LiveTensorTracker', 'peak_live_bytes']
 
 
 class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
@@ -35,3 +40,125 @@ def saved_tensor_bytes(fn, *args, include_params=True, **kwargs):
     with counter:
         out = fn(*args, **kwargs)
     return counter.bytes, out
+
+
+class LiveTensorTracker(TorchDispatchMode):
+    """The exact peak of the bytes held by live tensor storages while it is active, on any device.
+
+    Why: on a CPU there is no ``torch.cuda.max_memory_allocated``; this is its equivalent at the
+    level of tensors. Every storage that an op (forward, backward, checkpoint recompute,
+    optimizer step) returns or reads is counted once, with its ``nbytes``, from the moment it is
+    first seen until it is freed: a ``weakref.finalize`` on the ``UntypedStorage`` object fires
+    when the storage itself is deallocated (torch keeps one Python object per storage alive as
+    long as any tensor or autograd node uses it), and subtracts it. A storage that an op resizes
+    is re-measured. Storages that exist before tracking starts (parameters, buffers, gradients,
+    optimizer state, the input batch) are counted from :meth:`track`; pass them there so that
+    the peak is the whole footprint of a step.
+
+    Not counted: scratch memory a kernel allocates and frees inside one op (workspaces), memory
+    of tensors made without an op (``torch.from_numpy``) that no op ever touches, allocator
+    overhead (caching, alignment).
+
+    Usage::
+
+        with LiveTensorTracker() as tracker:
+            tracker.track(model, optimizer, batch)
+            train_step(...)
+        tracker.peak_bytes, tracker.baseline_bytes
+
+    Finalisers are detached when the ``with`` block ends; a tracker is for one block.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._sizes = {}
+        self._finalizers = {}
+        self._lock = threading.RLock()  # a finaliser may fire (GC) inside _add
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.baseline_bytes = 0
+
+    def track(self, *objs):
+        """Count the storages of pre-existing tensors: tensors, modules (parameters, buffers and
+        their gradients), optimizers (state) and nested dicts / lists / tuples of them.
+        Returns the bytes now live."""
+        for tensor in _tensors_in(objs):
+            self._add(tensor)
+        self.baseline_bytes = self.live_bytes
+        return self.live_bytes
+
+    def reset_peak(self):
+        self.peak_bytes = self.live_bytes
+
+    def _add(self, tensor):
+        if tensor.device.type == 'meta' or tensor.is_sparse:
+            return
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # no storage (e.g. some subclasses)
+            return
+        key = storage._cdata
+        nbytes = storage.nbytes()
+        with self._lock:
+            old = self._sizes.get(key)
+            if old is None:
+                self._sizes[key] = nbytes
+                self._finalizers[key] = weakref.finalize(storage, self._free, key)
+                self.live_bytes += nbytes
+            elif old != nbytes:
+                self._sizes[key] = nbytes
+                self.live_bytes += nbytes - old
+            if self.live_bytes > self.peak_bytes:
+                self.peak_bytes = self.live_bytes
+
+    def _free(self, key):
+        with self._lock:
+            nbytes = self._sizes.pop(key, None)
+            self._finalizers.pop(key, None)
+            if nbytes is not None:
+                self.live_bytes -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        for tensor in _tensors_in((args, kwargs, out)):
+            self._add(tensor)
+        return out
+
+    def __exit__(self, *exc):
+        result = super().__exit__(*exc)
+        with self._lock:
+            for fin in self._finalizers.values():
+                fin.detach()
+            self._finalizers.clear()
+            self._sizes.clear()
+        return result
+
+
+def _tensors_in(obj):
+    """Tensors in (nested) tensors, modules, optimizers, dicts, lists and tuples."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, torch.nn.Module):
+        for t in itertools.chain(obj.parameters(), obj.buffers()):
+            yield t
+            if t.grad is not None:
+                yield t.grad
+    elif isinstance(obj, torch.optim.Optimizer):
+        yield from _tensors_in(list(obj.state.values()))
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from _tensors_in(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _tensors_in(value)
+
+
+def peak_live_bytes(fn, *args, existing=(), **kwargs):
+    """``(peak bytes of live tensor storages while running fn(*args, **kwargs), its output)``;
+    ``existing`` (tensors, modules, optimizers, ...) and the arguments are counted from the
+    start (see :class:`LiveTensorTracker`)."""
+    with LiveTensorTracker() as tracker:
+        tracker.track(existing, args, kwargs)
+        out = fn(*args, **kwargs)
+    return tracker.peak_bytes, out

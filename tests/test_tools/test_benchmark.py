@@ -1,0 +1,73 @@
+"""tools/benchmark.py runs every variant in its own process and prints every row (numbers are
+reported, never asserted: timings are not tested)."""
+import os
+import os.path as osp
+import re
+import subprocess
+import sys
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+BENCH = osp.join(ROOT, 'tools', 'benchmark.py')
+VARIANTS = ('base', 'fp16', 'accum2', 'with_cp', 'cp_fp16_accum2')
+NUMBER = r'\d+(\.\d+)?'
+
+
+def _run(tmp_path, *extra, env=None):
+    cmd = [sys.executable, BENCH, osp.join(ROOT, 'configs', 'retinanet_cp.py'),
+           '--img-size', '64', '--batch', '2', '--iters', '1', '--warmup', '0',
+           '--threads', '1', '--device', 'cpu', '--data-root', str(tmp_path / 'data'),
+           '--out-dir', str(tmp_path / 'out'), *extra]
+    proc = subprocess.run(cmd, cwd=str(tmp_path), capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, **{'PYTHONPATH': ROOT, **(env or {})}))
+    return proc
+
+
+def test_every_variant_row_printed_with_numbers(tmp_path):
+    proc = _run(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert out.startswith('command: `python tools/benchmark.py ')
+    assert 'CPU:' in out and 'peak live tensors' in out
+    for name in VARIANTS:
+        assert f'[{VARIANTS.index(name) + 1}/5] {name}:' in proc.stderr  # progress line
+        row = re.search(rf'^\| {name} \|(.*)$', out, re.M)
+        assert row, f'no row for {name}:\n{out}'
+        cells = [c.strip() for c in row.group(1).split('|')[:-1]]
+        # peak, ratio, saved, ratio, time (min-max), ratio
+        assert len(cells) == 6 and 'FAILED' not in row.group(0), row.group(0)
+        assert re.fullmatch(NUMBER, cells[0]) and float(cells[0]) > 0
+        assert re.fullmatch(NUMBER + '×', cells[1])
+        assert re.fullmatch(NUMBER, cells[2])
+        assert re.fullmatch(rf'{NUMBER} \({NUMBER}–{NUMBER}\)', cells[4])
+    base = re.search(r'^\| base \| ([\d.]+) \| 1\.00× \| ([\d.]+) \| 1\.00×', out, re.M)
+    assert base, out
+    cp = re.search(r'^\| with_cp \| [\d.]+ \| [\d.]+× \| ([\d.]+) \|', out, re.M)
+    # checkpointing the backbone keeps less for backward (deterministic bytes, not a timing)
+    assert float(cp.group(1)) < float(base.group(2))
+    assert osp.getsize(tmp_path / 'out' / 'benchmark.png') > 0
+    with open(tmp_path / 'out' / 'benchmark.md', encoding='utf-8') as f:
+        assert '| cp_fp16_accum2 |' in f.read()
+
+
+def test_failed_variant_and_peers_without_timm(tmp_path):
+    """A failing variant is a FAILED row with its reason, the other rows still print, the exit
+    status is 0 (base ran); --peers without timm says so in timm's rows."""
+    hide = tmp_path / 'hide_timm' / 'timm'
+    hide.mkdir(parents=True)
+    (hide / '__init__.py').write_text("raise ImportError('timm hidden for this test')\n")
+    env = dict(CKPTZOO_BENCH_FAIL='fp16',
+               PYTHONPATH=os.pathsep.join([str(hide.parent), ROOT]))
+    proc = _run(tmp_path, '--variants', 'base', 'fp16', '--peers', '--peer-only',
+                'densenet121', '--peer-batch', '2', '--peer-img-size', '32', env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert re.search(r'^\| fp16 \| FAILED: RuntimeError: injected failure', out, re.M), out
+    assert 'fp16: FAILED: RuntimeError: injected failure' in proc.stderr
+    assert re.search(r'^\| base \| [\d.]+ \| 1\.00×', out, re.M)
+    for impl, cp in (('ckptzoo', '—'), ('ckptzoo', 'with_cp'), ('torchvision', '—'),
+                     ('torchvision', 'memory_efficient')):
+        assert re.search(rf'^\| densenet121 \| {impl} \| {cp} \| [\d.]+ \|', out, re.M), out
+    for cp in ('—', 'set_grad_checkpointing'):
+        assert re.search(rf'^\| densenet121 \| timm \| {cp} \| FAILED: timm is not installed',
+                         out, re.M), out
+    assert osp.getsize(tmp_path / 'out' / 'benchmark_peers.png') > 0
