@@ -1,0 +1,38 @@
+"""The optimizer hook chosen from optimizer_config x fp16 (DESIGN.md's rule)."""
+import pytest
+
+from ckptzoo.apis import select_optimizer_hook
+from ckptzoo.registry import build_hook
+
+
+@pytest.mark.parametrize('optimizer_config,fp16,expected', [
+    (dict(grad_clip=None), None, 'OptimizerHook'),
+    (None, None, 'OptimizerHook'),
+    (dict(grad_clip=None), dict(loss_scale=512.), 'Fp16OptimizerHook'),
+    (dict(cumulative_iters=2), None, 'GradientCumulativeOptimizerHook'),
+    (dict(type='GradientCumulativeOptimizerHook', cumulative_iters=2), None,
+     'GradientCumulativeOptimizerHook'),
+    (dict(type='GradientCumulativeOptimizerHook', cumulative_iters=2), dict(loss_scale=512.),
+     'GradientCumulativeFp16OptimizerHook'),
+    (dict(cumulative_iters=4, grad_clip=dict(max_norm=35)), dict(loss_scale='dynamic'),
+     'GradientCumulativeFp16OptimizerHook'),
+    (dict(type='Fp16OptimizerHook', loss_scale=512.), None, 'Fp16OptimizerHook'),
+])
+def test_selection_rule_builds_the_hook(optimizer_config, fp16, expected):
+    cfg = select_optimizer_hook(optimizer_config, fp16)
+    assert cfg['type'] == expected
+    hook = build_hook(cfg)
+    assert type(hook).__name__ == expected
+    if 'cumulative_iters' in (optimizer_config or {}):
+        assert hook.cumulative_iters == optimizer_config['cumulative_iters']
+    if fp16:
+        assert hook.loss_scale == fp16['loss_scale']
+
+
+def test_custom_hook_type_and_fp16_conflict():
+    assert select_optimizer_hook(dict(type='MyHook', x=1)) == dict(type='MyHook', x=1)
+    with pytest.raises(ValueError, match="fp16 cannot be combined with the custom optimizer "
+                       "hook 'MyHook'"):
+        select_optimizer_hook(dict(type='MyHook'), dict(loss_scale=512.))
+    with pytest.raises(TypeError, match='fp16 must be a dict'):
+        select_optimizer_hook(dict(), 512.)
