@@ -38,6 +38,8 @@ def parse_args(argv=None):
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, e.g. optimizer.lr=0.01 '
                         'data.samples_per_gpu=4 "model.backbone.out_indices=(1,2,3)"')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='scale the lr by the total batch / auto_scale_lr.base_batch_size')
     parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none',
                         help='job launcher')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
@@ -80,6 +82,11 @@ def main(argv=None):
     if args.load_from is not None:
         cfg.load_from = args.load_from
     cfg.auto_resume = args.auto_resume or cfg.get('auto_resume', False)
+    if args.auto_scale_lr:
+        if cfg.get('auto_scale_lr') is None or 'base_batch_size' not in cfg.auto_scale_lr:
+            raise ValueError('--auto-scale-lr needs auto_scale_lr = dict(base_batch_size=N) '
+                             'in the config')
+        cfg.auto_scale_lr.enable = True
 
     if args.launcher == 'none':
         distributed = False

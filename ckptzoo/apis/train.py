@@ -14,7 +14,7 @@ from ..runner import EpochBasedRunner, MMDistributedDataParallel
 from ..runner.hooks import Hook
 
 __all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
-           'prepare_synthetic_data']
+           'prepare_synthetic_data', 'auto_scale_lr']
 
 _OPTIMIZER_HOOKS = ('OptimizerHook', 'Fp16OptimizerHook', 'GradientCumulativeOptimizerHook',
                     'GradientCumulativeFp16OptimizerHook')
@@ -85,6 +85,24 @@ def select_optimizer_hook(optimizer_config, fp16_cfg=None, distributed=False):
     return dict(type=name, **cfg)
 
 
+def auto_scale_lr(cfg, world_size, logger=None):
+    """mmdet 2.x's ``auto_scale_lr = dict(enable=True, base_batch_size=16)``: scale
+    ``optimizer.lr`` by the total batch / ``base_batch_size`` (linear scaling rule)."""
+    spec = cfg.get('auto_scale_lr')
+    if not spec or not spec.get('enable', False):
+        return None
+    base = spec.get('base_batch_size')
+    if not isinstance(base, int) or base < 1:
+        raise ValueError(f'auto_scale_lr.base_batch_size must be a positive int, got {base!r}')
+    batch = world_size * cfg.data.samples_per_gpu
+    ratio = batch / base
+    cfg.optimizer.lr = cfg.optimizer.lr * ratio
+    if logger is not None:
+        logger.info(f'auto_scale_lr: batch {batch} / base {base}: lr scaled by {ratio:g} to '
+                    f'{cfg.optimizer.lr:g}')
+    return cfg.optimizer.lr
+
+
 def find_latest_checkpoint(path):
     """``latest.pth`` in ``path``, else the ``*_N.pth`` with the largest N, else None."""
     if osp.exists(osp.join(path, 'latest.pth')):
@@ -129,6 +147,7 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
     loader_cfg.update(data_cfg.get('train_dataloader', {}))
     data_loaders = [build_dataloader(ds, **loader_cfg) for ds in dataset]
 
+    auto_scale_lr(cfg, torch.distributed.get_world_size() if distributed else 1, logger)
     device = _device(cfg)
     model = model.to(device)
     if distributed:

@@ -36,3 +36,17 @@ def test_custom_hook_type_and_fp16_conflict():
         select_optimizer_hook(dict(type='MyHook'), dict(loss_scale=512.))
     with pytest.raises(TypeError, match='fp16 must be a dict'):
         select_optimizer_hook(dict(), 512.)
+
+
+def test_auto_scale_lr():
+    from mmengine.config import Config
+
+    from ckptzoo.apis import auto_scale_lr
+    cfg = Config(dict(optimizer=dict(type='SGD', lr=0.02), data=dict(samples_per_gpu=2),
+                      auto_scale_lr=dict(enable=False, base_batch_size=16)))
+    assert auto_scale_lr(cfg, world_size=4) is None and cfg.optimizer.lr == 0.02
+    cfg.auto_scale_lr.enable = True
+    assert auto_scale_lr(cfg, world_size=4) == pytest.approx(0.01)  # batch 8 of 16
+    cfg.auto_scale_lr.base_batch_size = 0
+    with pytest.raises(ValueError, match='base_batch_size must be a positive int, got 0'):
+        auto_scale_lr(cfg, world_size=1)
