@@ -11,18 +11,6 @@ from ckptzoo.models.checkpoint import checkpoint, checkpoint_sequential, should_
 pytestmark = pytest.mark.filterwarnings('error')
 
 
-@pytest.fixture
-def count_cp(monkeypatch):
-    """Counts calls into torch.utils.checkpoint and recomputes of the wrapped functions."""
-    stats = dict(checkpoints=0)
-    real = torch_cp.checkpoint
-
-    def counting(fn, *args, **kwargs):
-        stats['checkpoints'] += 1
-        return real(fn, *args, **kwargs)
-
-    monkeypatch.setattr(torch_cp, 'checkpoint', counting)
-    return stats
 
 
 class Block(nn.Module):

@@ -4,24 +4,12 @@ import pytest
 import torch
 import torchvision
 from torch.nn.modules.batchnorm import _BatchNorm
-from torch.utils import checkpoint as torch_cp
 
 from ckptzoo.models import ResNet
 from ckptzoo.registry import build_backbone
 from ckptzoo.utils.memory import saved_tensor_bytes
 
 
-@pytest.fixture
-def count_cp(monkeypatch):
-    stats = dict(checkpoints=0)
-    real = torch_cp.checkpoint
-
-    def counting(fn, *args, **kwargs):
-        stats['checkpoints'] += 1
-        return real(fn, *args, **kwargs)
-
-    monkeypatch.setattr(torch_cp, 'checkpoint', counting)
-    return stats
 
 
 def _expected_checkpoints(depth, frozen_stages, reentrant, input_requires_grad):
