@@ -377,7 +377,6 @@ def _run_tv_retinanet(args, device):
     (FrozenBatchNorm, conv1 and layer1 frozen: the config's ``frozen_stages=1, norm_eval=True``)
     with random weights, on the batches of the config's pipeline; its transform does not resize
     (min/max size = the image size) nor re-normalise."""
-    import torch
     from torchvision.models.detection import RetinaNet
     from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
     from torchvision.ops.feature_pyramid_network import LastLevelP6P7
