@@ -26,7 +26,6 @@ index):
 FPN; here the pyramid is the usual one, e.g. ``out_indices=(1, 2, 3)`` -> 512, 1024, 1024
 channels at strides 8, 16, 32 for densenet121.)
 """
-import warnings
 from collections import OrderedDict
 from functools import partial
 
@@ -38,7 +37,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ...registry import MODELS
 from ..checkpoint import checkpoint, per_stage_flags
 from ..utils import build_norm_layer
-from ..utils.pretrained import load_pretrained
+from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
 
 __all__ = ['DenseNet', 'DenseLayer', 'DenseBlock', 'DenseTransition']
 
@@ -165,12 +164,7 @@ class DenseNet(nn.Module):
         if not (isinstance(frozen_stages, int) and -1 <= frozen_stages <= num_blocks):
             raise ValueError(f'frozen_stages must be an int in -1..{num_blocks}, '
                              f'got {frozen_stages!r}')
-        if pretrained is not None:
-            if init_cfg is not None:
-                raise ValueError('give pretrained or init_cfg, not both')
-            warnings.warn('pretrained is deprecated, use init_cfg=dict(type="Pretrained", '
-                          'checkpoint=...)', DeprecationWarning)
-            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         self.growth_rate, self.depths, self.init_channels = growth, tuple(depths), init_channels
         self.num_blocks = num_blocks
         self.out_indices = tuple(sorted({i % num_blocks for i in indices}))

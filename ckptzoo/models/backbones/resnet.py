@@ -6,7 +6,6 @@ trainable: the stem's 112x112 activations are the largest of the network. Throug
 :mod:`ckptzoo.models.checkpoint`, the first trainable block behind a frozen stage is
 checkpointed too (mmdet skips it because its input does not require grad).
 """
-import warnings
 
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -14,7 +13,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ...registry import MODELS
 from ..checkpoint import checkpoint, per_stage_flags
 from ..utils import build_norm_layer
-from ..utils.pretrained import load_pretrained
+from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
 
 
 def _conv3x3(in_planes, out_planes, stride=1, dilation=1):
@@ -194,12 +193,7 @@ class ResNet(nn.Module):
         if any(stage_with_dcn):
             raise NotImplementedError(f'ResNet dcn is not supported, got stage_with_dcn='
                                       f'{stage_with_dcn!r}')
-        if pretrained is not None:
-            if init_cfg is not None:
-                raise ValueError('give pretrained or init_cfg, not both')
-            warnings.warn('pretrained is deprecated, use init_cfg=dict(type="Pretrained", '
-                          'checkpoint=...)', DeprecationWarning)
-            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         self.with_cp = per_stage_flags(with_cp, num_stages, 'with_cp', 'stage')
         self.cp_use_reentrant = cp_use_reentrant
         self.depth = depth

@@ -35,8 +35,8 @@ from torchvision.ops import StochasticDepth
 
 from ...registry import MODELS
 from ...runner.checkpoint import load_file
-from ..checkpoint import checkpoint
-from ..utils.pretrained import check_pretrained_cfg, load_pretrained
+from ..checkpoint import checkpoint, per_stage_flags
+from ..utils.pretrained import check_pretrained_cfg, load_pretrained, pretrained_to_init_cfg
 
 __all__ = ['SwinTransformer', 'SwinBlock', 'PatchMerging', 'PatchEmbed',
            'convert_torchvision_swin']
@@ -310,18 +310,8 @@ class SwinTransformer(nn.Module):
         if not (isinstance(frozen_stages, int) and -1 <= frozen_stages <= num_stages):
             raise ValueError(f'frozen_stages must be an int in -1..{num_stages}, '
                              f'got {frozen_stages!r}')
-        if isinstance(with_cp, bool):
-            with_cp = (with_cp, ) * num_stages
-        elif not (isinstance(with_cp, (list, tuple)) and len(with_cp) == num_stages
-                  and all(isinstance(v, bool) for v in with_cp)):
-            raise ValueError(f'with_cp must be a bool or a tuple of {num_stages} bools (one per '
-                             f'stage), got {with_cp!r}')
-        if pretrained is not None:
-            if init_cfg is not None:
-                raise ValueError('give pretrained or init_cfg, not both')
-            warnings.warn('pretrained is deprecated, use init_cfg=dict(type="Pretrained", '
-                          'checkpoint=...)', DeprecationWarning)
-            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        with_cp = per_stage_flags(with_cp, num_stages, 'with_cp', 'stage')
+        init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         self.embed_dims, self.depths, self.num_heads = embed_dims, tuple(depths), tuple(num_heads)
         self.num_stages = num_stages
         self.patch_size = patch_size
