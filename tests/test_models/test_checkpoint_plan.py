@@ -99,8 +99,9 @@ def _count_modes(monkeypatch):
 
 @pytest.mark.filterwarnings('ignore:checkpoint mode .offload.')
 @pytest.mark.parametrize('mode', ['full', 'selective', 'offload'])
-@pytest.mark.parametrize('kind,frozen_stages', [('resnet', -1), ('resnet', 1), ('densenet', 1),
-                                                ('swin', -1), ('swin', 1), ('detector', 1)])
+@pytest.mark.parametrize('kind,frozen_stages', [('resnet', -1), ('resnet', 1), ('densenet', -1),
+                                                ('densenet', 1), ('swin', -1), ('swin', 1),
+                                                ('detector', 1)])
 def test_every_mode_equals_plain(monkeypatch, kind, frozen_stages, mode):
     """Outputs, input and parameter gradients within 1e-6, BN buffers bit-equal, with drop
     path / dropout under a seed and with frozen stages; every trainable unit runs the mode."""
