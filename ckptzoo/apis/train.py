@@ -138,8 +138,11 @@ def model_defaults(cfg):
 
 
 def build_train_model(cfg):
-    """The model of ``cfg.model``, its weights initialised (``init_cfg`` / ``init_weights``)."""
+    """The model of ``cfg.model``, its weights initialised (``init_cfg`` / ``init_weights``).
+    ``with_cp='auto'`` is checked (it needs ``memory_budget``) and left to the planner."""
+    from ..memory.planner import planning_requested
     from ..registry import build_model
+    planning_requested(cfg)
     model = build_model(cfg.model, default_args=model_defaults(cfg))
     if hasattr(model, 'init_weights'):
         model.init_weights()
@@ -257,6 +260,8 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
     resume_from = cfg.get('resume_from')
     if resume_from is None and cfg.get('auto_resume'):
         resume_from = find_latest_checkpoint(cfg.work_dir)
+    from ..memory.planner import plan_training
+    plan_training(run, cfg, logger=runner.logger, resume=bool(resume_from))
     if resume_from:
         runner.resume(resume_from)
     elif cfg.get('load_from'):
