@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .budget import format_bytes, parse_budget
+from .cost_table import MODES
 from .peak import plan_from_modes, plan_modes, plan_segments, predict_time
 from .probe import measure_step, probe, probe_batch, worst_case_shape
 from .solver import solve
@@ -117,6 +118,15 @@ def _accumulation(cfg):
     return int(opt.get('cumulative_iters', 1)) if isinstance(opt, dict) else 1
 
 
+def probe_modes(run):
+    """The modes worth probing: ``'offload'`` moves saved tensors to CPU memory, which saves
+    nothing when the model already runs on the CPU."""
+    from ..runner.utils import get_model_device
+    if get_model_device(run.runner.model).type == 'cpu':
+        return (None, 'full', 'selective')
+    return MODES
+
+
 def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=False):
     """Probe, solve for ``budget`` bytes, validate with one measured step (re-planning with a
     margin raised by the observed error, at most ``max_replans`` times). Applies the plan to
@@ -130,7 +140,7 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=False):
     with _restored(run) as model:
         hook.before_run(run.runner)
         batch = probe_batch(run, worst_case_shape(cfg))
-        table = probe(run, batch)
+        table = probe(run, batch, modes=probe_modes(run))
         margin, replans = 0.0, 0
         while True:
             solution = solve(table, int(budget * (1 - margin)), segments=segments)
