@@ -5,11 +5,15 @@
 
 Each variant of CONFIG (default: RetinaNet R50-FPN on VOC) runs in its own process: ``base``,
 ``fp16`` (``fp16 = dict(loss_scale=512.)``), ``accum2`` (``cumulative_iters=2`` at half the
-batch, so one optimizer step sees the same images), ``with_cp`` (``backbone.with_cp=True``) and
-``cp_fp16_accum2`` (all three). The step is the real one: the model, optimizer and optimizer hook
-are built from the modified config by ``ckptzoo.apis.build_training`` (as for
-``tools/train.py``) and run by an ``IterBasedRunner`` (``train_step`` + the optimizer hook's
-``after_train_iter``); hooks of this tool time each iteration and read memory. Data: a generated VOC-format dataset (written once to
+batch, so one optimizer step sees the same images), ``with_cp`` (``backbone.with_cp=True``: the
+backbone only), ``cp_fp16_accum2`` (those three), ``cp_full`` and ``cp_selective`` (every
+checkpoint unit of the model, backbone, neck and head, in that mode:
+``checkpoint_plan = {'*': mode}``) and ``frozen_bn`` (the backbone's BN frozen:
+``norm_cfg=dict(type='BN', requires_grad=False)``, ``norm_eval=True``).
+The step is the real one: the model, optimizer and optimizer hook are built from the
+modified config by ``ckptzoo.apis.build_training`` (as for ``tools/train.py``) and run by an
+``IterBasedRunner`` (``train_step`` + the optimizer hook's ``after_train_iter``); hooks of this
+tool time each iteration and read memory. Data: a generated VOC-format dataset (written once to
 ``--data-root``) through the config's own training pipeline, its ``Resize`` set to exactly
 ``--img-size``; no pretrained weights.
 
@@ -24,12 +28,17 @@ Per variant: ``--warmup`` optimizer steps, ``--iters`` timed steps, then one pro
   buffers, gradients, optimizer state, the batch and every tensor the step makes);
 * saved for backward: the bytes autograd keeps from the forward, parameters left out (they live
   anyway; ``SavedTensorCounter(include_params=False)``, during the probe step, the largest of its
-  iterations).
+  iterations). Selective checkpointing keeps its tensors outside those hooks, so for it read:
+* held at forward end (CPU): the live tensor bytes when the forward pass ends, less those that
+  existed before the step (parameters, gradients, optimizer state, batch): what the forward
+  keeps for backward, whoever keeps it.
 
-``--peers`` adds, on the same input: torchvision's RetinaNet (no checkpointing available), and
-ckptzoo's ResNet-50 / DenseNet-121 / Swin-T with and without ``with_cp`` against torchvision's
-(DenseNet's ``memory_efficient``) and timm's (``set_grad_checkpointing()``; timm is optional:
-``pip install .[bench]``). Ratios are measured in one run, side by side.
+``--peers`` adds, on the same input: torchvision's RetinaNet built as the config (BatchNorm in
+eval mode with trained affine parameters from layer2 on, conv1 + layer1 frozen, P6 from C5) and
+as torchvision builds it by default (``FrozenBatchNorm2d``, P6 from P5), and ckptzoo's
+ResNet-50 / DenseNet-121 / Swin-T plain, ``'full'`` (= ``with_cp``) and ``'selective'`` against
+torchvision's (DenseNet's ``memory_efficient``) and timm's (``set_grad_checkpointing()``; timm
+is optional: ``pip install .[bench]``). Ratios are measured in one run, side by side.
 """
 import argparse
 import json
@@ -50,24 +59,32 @@ DEFAULT_CONFIG = 'configs/voc/retinanet_r50_fpn_1x_voc0712.py'
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 MIB = 2 ** 20
 
-#: name -> (with_cp, fp16, cumulative_iters)
+#: name -> changes to the config: backbone with_cp, fp16, cumulative_iters, a checkpoint plan
+#: for every unit, frozen backbone BN
 VARIANTS = {
-    'base': (False, False, 1),
-    'fp16': (False, True, 1),
-    'accum2': (False, False, 2),
-    'with_cp': (True, False, 1),
-    'cp_fp16_accum2': (True, True, 2),
+    'base': dict(),
+    'fp16': dict(fp16=True),
+    'accum2': dict(k=2),
+    'with_cp': dict(with_cp=True),
+    'cp_fp16_accum2': dict(with_cp=True, fp16=True, k=2),
+    'cp_full': dict(plan='full'),
+    'cp_selective': dict(plan='selective'),
+    'frozen_bn': dict(frozen_bn=True),
 }
 BACKBONES = ('resnet50', 'densenet121', 'swin_t')
-#: peer jobs: (model, implementation, checkpointing)
-PEERS = [('retinanet', 'torchvision', False)] + [
+#: peer jobs: (model, implementation, checkpointing: '' plain, 'cp' the implementation's own,
+#: 'selective' ckptzoo's selective mode)
+PEERS = [('retinanet', 'torchvision', ''), ('retinanet', 'torchvision-default', '')] + [
     (arch, impl, cp) for arch in BACKBONES
-    for impl, cps in (('ckptzoo', (False, True)),
-                      ('torchvision', (False, True) if arch == 'densenet121' else (False,)),
-                      ('timm', (False, True)))
+    for impl, cps in (('ckptzoo', ('', 'cp', 'selective')),
+                      ('torchvision', ('', 'cp') if arch == 'densenet121' else ('', )),
+                      ('timm', ('', 'cp')))
     for cp in cps]
-CP_NAMES = {'ckptzoo': 'with_cp', 'torchvision': 'memory_efficient',
+CP_NAMES = {'ckptzoo': "'full' (with_cp)", 'torchvision': 'memory_efficient',
             'timm': 'set_grad_checkpointing'}
+#: the config's own variants in the RetinaNet rows of the peers table: variant -> checkpointing
+RETINANET_ROWS = {'base': '—', 'with_cp': 'with_cp (backbone)', 'cp_full': "'full' (all units)",
+                  'cp_selective': "'selective' (all units)", 'frozen_bn': 'frozen BN'}
 
 
 def parse_args(argv=None):
@@ -127,6 +144,7 @@ class Meter:
         self.times = []
         self._elapsed = 0.0
         self.peak_live = self.saved = 0
+        self.held = None
         self.max_allocated = self.max_reserved = None
         self._tracker = self._saved_counter = None
 
@@ -156,6 +174,8 @@ class Meter:
         self._t0 = time.perf_counter()
 
     def after_forward(self, i):
+        if self._tracker is not None:
+            self.held = self._tracker.live_bytes - self._tracker.baseline_bytes
         if self._saved_counter is not None:
             self._saved_counter.__exit__(None, None, None)
             self.saved = max(self.saved, self._saved_counter.bytes)
@@ -180,7 +200,7 @@ class Meter:
 
     def result(self):
         return dict(times=self.times, peak_live=self.peak_live if not self.cuda else None,
-                    saved=self.saved, max_allocated=self.max_allocated,
+                    saved=self.saved, held=self.held, max_allocated=self.max_allocated,
                     max_reserved=self.max_reserved)
 
 
@@ -218,12 +238,19 @@ def _dataset_cfg(args, cfg):
 
 
 def _variant_cfg(cfg, variant, batch):
-    with_cp, fp16, k = VARIANTS[variant]
+    settings = VARIANTS[variant]
+    fp16, k = settings.get('fp16', False), settings.get('k', 1)
     backbone = cfg.model.backbone
     backbone.init_cfg = None          # nothing to download; the step is the same
     backbone.pop('pretrained', None)
     cfg.model.pop('pretrained', None)
-    backbone.with_cp = with_cp
+    backbone.with_cp = settings.get('with_cp', False)
+    if settings.get('plan'):
+        cfg.checkpoint_plan = {'*': settings['plan']}
+    if settings.get('frozen_bn'):
+        backbone.norm_cfg = dict(backbone.get('norm_cfg') or dict(type='BN'),
+                                 requires_grad=False)
+        backbone.norm_eval = True
     if fp16:
         cfg.fp16 = dict(loss_scale=512.)
     else:
@@ -320,20 +347,24 @@ def _timm():
 
 
 def _backbone(arch, impl, cp, img_size):
-    """``(module, features(x) -> last feature map)`` of one backbone implementation."""
+    """``(module, features(x) -> last feature map)`` of one backbone implementation; ``cp`` is
+    '' (plain), 'cp' (the implementation's checkpointing) or 'selective' (ckptzoo's)."""
     import torch.nn as nn
     if impl == 'ckptzoo':
         from ckptzoo.models.backbones import DenseNet, ResNet, SwinTransformer
         if arch == 'resnet50':
-            model = ResNet(depth=50, out_indices=(3,), norm_eval=False, with_cp=cp)
+            model = ResNet(depth=50, out_indices=(3,), norm_eval=False)
         elif arch == 'densenet121':
-            model = DenseNet(arch='121', out_indices=(3,), with_cp=cp)
+            model = DenseNet(arch='121', out_indices=(3,))
         else:
-            model = SwinTransformer(arch='tiny', out_indices=(3,), drop_path_rate=0.0,
-                                    with_cp=cp)
+            model = SwinTransformer(arch='tiny', out_indices=(3,), drop_path_rate=0.0)
+        model.set_checkpoint_plan({'*': {'': None, 'cp': 'full'}.get(cp, cp)})
         if hasattr(model, 'init_weights'):
             model.init_weights()
         return model, lambda x: model(x)[-1]
+    if cp == 'selective':
+        raise ValueError(f'selective checkpointing is ckptzoo\'s, not {impl}\'s')
+    cp = cp == 'cp'
     if impl == 'torchvision':
         import torchvision
         if arch == 'resnet50':
@@ -365,7 +396,7 @@ def run_peer(args, arch, impl, cp):
     set_random_seed(args.seed)
     device = _device(args)
     if arch == 'retinanet':
-        return _run_tv_retinanet(args, device)
+        return _run_tv_retinanet(args, device, impl == 'torchvision-default')
     model, features = _backbone(arch, impl, cp, args.peer_img_size)
     model = model.to(device).train()
     x = torch.randn(args.peer_batch, 3, args.peer_img_size, args.peer_img_size, device=device)
@@ -383,11 +414,16 @@ def run_peer(args, arch, impl, cp):
     return meter.result()
 
 
-def _run_tv_retinanet(args, device):
-    """torchvision's RetinaNet R50-FPN as ``retinanet_resnet50_fpn`` builds it for fine-tuning
-    (FrozenBatchNorm, conv1 and layer1 frozen: the config's ``frozen_stages=1, norm_eval=True``)
-    with random weights, on the batches of the config's pipeline; its transform does not resize
-    (min/max size = the image size) nor re-normalise."""
+def _run_tv_retinanet(args, device, default=False):
+    """torchvision's RetinaNet R50-FPN with random weights, on the batches of the config's
+    pipeline; its transform does not resize (min/max size = the image size) nor re-normalise.
+
+    Built as the config (mmdet's RetinaNet R50-FPN): ``BatchNorm2d`` kept in eval mode with
+    trained affine parameters (``norm_eval=True``, ``requires_grad=True``), conv1 and layer1
+    frozen (``frozen_stages=1``), P6 from C5 (``add_extra_convs='on_input'``). With
+    ``default``, as ``retinanet_resnet50_fpn`` builds it: ``FrozenBatchNorm2d`` everywhere,
+    conv1 and layer1 frozen, P6 from P5."""
+    import torch.nn as nn
     from torchvision.models.detection import RetinaNet
     from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
     from torchvision.ops.feature_pyramid_network import LastLevelP6P7
@@ -399,12 +435,15 @@ def _run_tv_retinanet(args, device):
     loader = _build_loader(args, cfg, args.batch)
     w, h = args.img_size if len(args.img_size) == 2 else args.img_size * 2
     backbone = resnet_fpn_backbone(backbone_name='resnet50', weights=None,
-                                   norm_layer=FrozenBatchNorm2d, trainable_layers=3,
-                                   returned_layers=[2, 3, 4],
-                                   extra_blocks=LastLevelP6P7(256, 256))
+                                   norm_layer=FrozenBatchNorm2d if default else nn.BatchNorm2d,
+                                   trainable_layers=3, returned_layers=[2, 3, 4],
+                                   extra_blocks=LastLevelP6P7(256 if default else 2048, 256))
     model = RetinaNet(backbone, num_classes=cfg.model.bbox_head.num_classes,
                       min_size=min(w, h), max_size=max(w, h), image_mean=[0., 0., 0.],
                       image_std=[1., 1., 1.]).to(device).train()
+    for m in model.modules():  # norm_eval
+        if isinstance(m, nn.BatchNorm2d):
+            m.eval()
     optimizer = build_optimizer(model, cfg.optimizer)
     meter = Meter(device, args.warmup, args.iters)
     batches = iter(_cycle(loader))
@@ -439,7 +478,7 @@ def run_job(args):
             raise RuntimeError('injected failure (CKPTZOO_BENCH_FAIL)')
         if args.job.startswith('peer:'):
             arch, impl, cp = args.job.split(':')[1:]
-            result = run_peer(args, arch, impl, cp == '1')
+            result = run_peer(args, arch, impl, cp)
         else:
             result = run_variant(args, args.job)
         result['ok'] = True
@@ -522,13 +561,23 @@ def _med(r):
     return statistics.median(r['times']) if r.get('ok') else None
 
 
-def variant_table(results, cuda):
+def _mem_keys(cuda):
+    """(result key, column title) of the memory columns."""
     if cuda:
-        head = ('| variant | max allocated (MiB) | × base | max reserved (MiB) | × base '
-                '| saved for backward (MiB) | × base | ms / step, median (min–max) | × base |')
-    else:
-        head = ('| variant | peak live tensors (MiB) | × base | saved for backward (MiB) '
-                '| × base | ms / step, median (min–max) | × base |')
+        return [('max_allocated', 'max allocated'), ('max_reserved', 'max reserved'),
+                ('saved', 'saved for backward')]
+    return [('peak_live', 'peak live tensors'), ('saved', 'saved for backward'),
+            ('held', 'held at forward end')]
+
+
+def _mib(value):
+    return '' if value is None else f'{value / MIB:.1f}'
+
+
+def variant_table(results, cuda):
+    keys = _mem_keys(cuda)
+    head = '| variant | ' + ''.join(f'{title} (MiB) | × base | ' for _, title in keys) + \
+        'ms / step, median (min–max) | × base |'
     lines = [head, '|' + ' --- |' * (head.count('|') - 1)]
     base = results.get('base') if results.get('base', {}).get('ok') else None
     for name, r in results.items():
@@ -536,29 +585,39 @@ def variant_table(results, cuda):
             lines.append(f'| {name} | FAILED: {r["error"]} |' + ' |' * (head.count('|') - 3))
             continue
         cells = [name]
-        keys = ('max_allocated', 'max_reserved', 'saved') if cuda else ('peak_live', 'saved')
-        for key in keys:
-            cells += [f'{r[key] / MIB:.1f}', _ratio(r[key], base and base[key])]
+        for key, _ in keys:
+            cells += [_mib(r.get(key)), _ratio(r.get(key), base and base.get(key))]
         cells += [_time_cell(r), _ratio(_med(r), base and _med(base))]
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
 
-def peer_table(variants, peers, cuda):
-    mem_key = 'max_allocated' if cuda else 'peak_live'
-    mem_name = 'max allocated' if cuda else 'peak live tensors'
-    head = (f'| model | implementation | checkpointing | {mem_name} (MiB) | × own plain '
-            '| saved for backward (MiB) | × own plain | ms / step, median (min–max) '
-            '| × own plain | × torchvision plain |')
-    lines = [head, '|' + ' --- |' * (head.count('|') - 1)]
+def _cp_name(impl, cp):
+    if impl == 'ckptzoo-config':
+        return cp
+    return {'': '—', 'selective': "'selective'"}.get(cp) or CP_NAMES[impl]
+
+
+def peer_rows(variants, peers):
+    """``(model, implementation, checkpointing, result)`` rows, the config's own RetinaNet
+    variants first, grouped by model."""
     rows = []
-    if 'base' in variants and any(arch == 'retinanet' for arch, _, _ in peers):
-        rows.append(('retinanet', 'ckptzoo', False, variants['base']))
-    if 'with_cp' in variants and rows:
-        rows.append(('retinanet', 'ckptzoo', True, variants['with_cp']))
+    if any(arch == 'retinanet' for arch, _, _ in peers):
+        rows += [('retinanet', 'ckptzoo-config', label, variants[name])
+                 for name, label in RETINANET_ROWS.items() if name in variants]
     rows += [(arch, impl, cp, r) for (arch, impl, cp), r in peers.items()]
     order = ['retinanet'] + list(BACKBONES)
     rows.sort(key=lambda row: order.index(row[0]))
+    return rows
+
+
+def peer_table(variants, peers, cuda):
+    keys = [k for k in _mem_keys(cuda) if k[0] != 'max_reserved']
+    head = '| model | implementation | checkpointing | ' + \
+        ''.join(f'{title} (MiB) | × own plain | ' for _, title in keys) + \
+        'ms / step, median (min–max) | × own plain | × torchvision plain |'
+    lines = [head, '|' + ' --- |' * (head.count('|') - 1)]
+    rows = peer_rows(variants, peers)
 
     def find(arch, impl, cp):
         for a, i, c, r in rows:
@@ -567,19 +626,19 @@ def peer_table(variants, peers, cuda):
         return None
 
     for arch, impl, cp, r in rows:
-        cp_name = CP_NAMES[impl] if cp else '—'
         label = 'RetinaNet R50-FPN' if arch == 'retinanet' else arch
+        impl_name = 'ckptzoo' if impl == 'ckptzoo-config' else impl
         if not r.get('ok'):
-            lines.append(f'| {label} | {impl} | {cp_name} | FAILED: {r["error"]} |' +
-                         ' |' * (head.count('|') - 5))
+            lines.append(f'| {label} | {impl_name} | {_cp_name(impl, cp)} | FAILED: '
+                         f'{r["error"]} |' + ' |' * (head.count('|') - 5))
             continue
-        plain = find(arch, impl, False)
-        tv = find(arch, 'torchvision', False)
-        cells = [label, impl, cp_name,
-                 f'{r[mem_key] / MIB:.1f}', _ratio(r[mem_key], plain and plain[mem_key]),
-                 f'{r["saved"] / MIB:.1f}', _ratio(r['saved'], plain and plain['saved']),
-                 _time_cell(r), _ratio(_med(r), plain and _med(plain)),
-                 _ratio(_med(r), tv and _med(tv))]
+        plain = find(arch, impl, '—' if impl == 'ckptzoo-config' else '')
+        tv = find(arch, 'torchvision', '')
+        cells = [label, impl_name, _cp_name(impl, cp)]
+        for key, _ in keys:
+            cells += [_mib(r.get(key)), _ratio(r.get(key), plain and plain.get(key))]
+        cells += [_time_cell(r), _ratio(_med(r), plain and _med(plain)),
+                  _ratio(_med(r), tv and _med(tv))]
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
@@ -601,25 +660,47 @@ def _device_name(cuda, threads=None):
         f'{threads or torch.get_num_threads()} torch threads'
 
 
-def _chart(path, title, labels, memory, mem_label, times):
+COLOURS = {'ckptzoo': 'tab:blue', 'ckptzoo-config': 'tab:blue', 'torchvision': 'tab:orange',
+           'torchvision-default': 'tab:red', 'timm': 'tab:green'}
+
+
+def _chart(path, title, labels, memory, mem_label, times, colours=None, groups=None):
+    """Two bar charts (memory, time); ``groups`` (one per bar) leave a gap between models."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.1 * len(labels) + 4), 4.5))
+    xs, x = [], 0.0
+    for i in range(len(labels)):
+        if i and groups and groups[i] != groups[i - 1]:
+            x += 0.8
+        xs.append(x)
+        x += 1.0
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 0.55 * len(labels) + 4), 5))
     for ax, values, ylabel in ((axes[0], memory, f'{mem_label} (MiB)'),
                                (axes[1], times, 'ms / step (median)')):
-        xs = range(len(labels))
-        ax.bar(xs, [v if v is not None else 0 for v in values], color='tab:blue')
+        ax.bar(xs, [v if v is not None else 0 for v in values],
+               color=colours or 'tab:blue')
         for x, v in zip(xs, values):
             ax.text(x, v or 0, 'FAILED' if v is None else f'{v:.0f}', ha='center',
-                    va='bottom', fontsize=8)
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels(labels, rotation=30, ha='right', fontsize=8)
+                    va='bottom', fontsize=7)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels, rotation=60, ha='right', fontsize=7)
         ax.set_ylabel(ylabel)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def peers_chart(path, variants, peers, mem_key, mem_label):
+    """ckptzoo's bars (blue) next to torchvision's and timm's, grouped by model."""
+    rows = peer_rows(variants, peers)
+    labels = [f'{arch} {"ckptzoo" if impl == "ckptzoo-config" else impl} '
+              f'{_cp_name(impl, cp)}'.replace(' —', '') for arch, impl, cp, _ in rows]
+    _chart(path, 'ckptzoo (blue) and its peers', labels,
+           [r[mem_key] / MIB if r.get('ok') else None for *_, r in rows], mem_label,
+           [_med(r) * 1e3 if r.get('ok') else None for *_, r in rows],
+           colours=[COLOURS[impl] for _, impl, _, _ in rows], groups=[a for a, *_ in rows])
 
 
 def main(argv=None):
@@ -641,7 +722,10 @@ def main(argv=None):
             if cuda else 'exact peak of live tensor storage (parameters, gradients, '
             'optimizer state, batch, activations; `LiveTensorTracker`) in the probe step') +
            '; saved for backward: bytes autograd keeps from the forward '
-           '(`SavedTensorCounter`, parameters left out).', '']
+           '(`SavedTensorCounter`, parameters left out)' +
+           ('' if cuda else '; held at forward end: live tensor bytes when the forward ends, '
+            'less those that existed before the step (the measure for selective '
+            'checkpointing, which keeps its tensors outside saved-tensor hooks)') + '.', '']
     print('\n'.join(out[:1]), flush=True)
 
     jobs = [(name, name) for name in args.variants]
@@ -661,8 +745,8 @@ def main(argv=None):
                 ok=False, error='timm is not installed: pip install timm==1.0.31 (or .[bench])')
             continue
         index += 1
-        label = f'{arch} {impl}' + (f' {CP_NAMES[impl]}' if cp else '')
-        peer_results[(arch, impl, cp)] = _spawn(f'peer:{arch}:{impl}:{int(cp)}', child, label,
+        label = f'{arch} {impl}' + (f' {_cp_name(impl, cp)}' if cp else '')
+        peer_results[(arch, impl, cp)] = _spawn(f'peer:{arch}:{impl}:{cp}', child, label,
                                                 index, total)
 
     os.makedirs(args.out_dir, exist_ok=True)
@@ -677,14 +761,15 @@ def main(argv=None):
         text += ['## Peers', '',
                  f'RetinaNet: the same batches as above. Backbones: random input of '
                  f'{args.peer_batch}×3×{args.peer_img_size}×{args.peer_img_size}, loss = mean '
-                 'of the last feature map, SGD step; ImageNet-style init, no pretrained weights.',
+                 'of the last feature map, SGD step; ImageNet-style init, no pretrained weights. '
+                 'RetinaNet implementations: ckptzoo = the config and its variants above; '
+                 'torchvision = built as the config (BatchNorm in eval mode with trained affine '
+                 'parameters from layer2 on, conv1 + layer1 frozen, P6 from C5); '
+                 'torchvision-default = as `retinanet_resnet50_fpn` builds it '
+                 '(FrozenBatchNorm2d, P6 from P5), to set beside ckptzoo\'s frozen_bn.',
                  '', peer_table(variants, peer_results, cuda), '']
         charts.append(osp.join(args.out_dir, 'benchmark_peers.png'))
-        items = [(f'{a} {i}' + (' cp' if c else ''), r) for (a, i, c), r in
-                 peer_results.items()]
-        _chart(charts[1], 'peers', [k for k, _ in items],
-               [r[mem_key] / MIB if r.get('ok') else None for _, r in items], mem_label,
-               [_med(r) * 1e3 if r.get('ok') else None for _, r in items])
+        peers_chart(charts[1], variants, peer_results, mem_key, mem_label)
     text += [f'charts: {", ".join(charts)}']
     report = '\n'.join(text)
     print(report, flush=True)

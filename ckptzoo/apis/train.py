@@ -17,8 +17,9 @@ from ..runner import EpochBasedRunner, MMDistributedDataParallel
 from ..runner.hooks import Hook
 
 __all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
-           'prepare_synthetic_data', 'auto_scale_lr', 'model_defaults', 'build_train_model',
-           'build_train_datasets', 'TrainingRun', 'build_training']
+           'prepare_synthetic_data', 'auto_scale_lr', 'apply_checkpoint_plan',
+           'model_defaults', 'build_train_model', 'build_train_datasets', 'TrainingRun',
+           'build_training']
 
 _OPTIMIZER_HOOKS = ('OptimizerHook', 'Fp16OptimizerHook', 'GradientCumulativeOptimizerHook',
                     'GradientCumulativeFp16OptimizerHook')
@@ -128,6 +129,30 @@ def _device(cfg):
     return device
 
 
+def apply_checkpoint_plan(model, cfg, distributed=False):
+    """Apply the config's top-level ``checkpoint_plan = {unit name or glob: mode}`` (see
+    ``model.set_checkpoint_plan``), and refuse, under DDP, reentrant checkpointing together
+    with ``find_unused_parameters=True``: reentrant checkpointing runs a second backward
+    inside the first, where DDP marks the same parameters ready twice and fails at the first
+    backward ("Expected to mark a variable ready only once")."""
+    from ..models.checkpointing import reentrant_units
+    if cfg.get('checkpoint_plan'):
+        if not hasattr(model, 'set_checkpoint_plan'):
+            raise TypeError(f'checkpoint_plan needs a model with checkpoint units, got '
+                            f'{type(model).__name__}')
+        model.set_checkpoint_plan(dict(cfg.checkpoint_plan))
+    if distributed and cfg.get('find_unused_parameters', False):
+        units = reentrant_units(model)
+        if units:
+            raise ValueError(
+                f'find_unused_parameters=True cannot be combined with cp_use_reentrant=True '
+                f'under DDP (checkpointed with the reentrant implementation: '
+                f'{", ".join(units[:3])}{" ..." if len(units) > 3 else ""}): DDP would mark '
+                'parameters ready twice in backward. Fix: set cp_use_reentrant=False (the '
+                'default, e.g. --cfg-options model.backbone.cp_use_reentrant=False) or '
+                'find_unused_parameters=False.')
+
+
 def model_defaults(cfg):
     """mmdet 2.x configs may keep train_cfg / test_cfg at the top level."""
     defaults = {}
@@ -212,6 +237,7 @@ def build_training(cfg, model=None, datasets=None, distributed=False, validate=F
     data_loaders = [build_dataloader(ds, **loader_cfg) for ds in dataset]
 
     auto_scale_lr(cfg, torch.distributed.get_world_size() if distributed else 1, logger)
+    apply_checkpoint_plan(model, cfg, distributed)
     device = _device(cfg)
     model = model.to(device)
     if distributed:

@@ -1,5 +1,6 @@
 from .backbones import *  # noqa: F401,F403
-from .checkpoint import checkpoint, checkpoint_sequential, should_checkpoint  # noqa: F401
+from .checkpointing import (CheckpointOwnerMixin, CheckpointUnit, checkpoint,  # noqa: F401
+                            checkpoint_sequential, should_checkpoint)
 from .classifiers import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
 from .task_modules import *  # noqa: F401,F403

@@ -11,14 +11,18 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ..runner.fp16 import auto_fp16
+from .checkpointing import CheckpointOwnerMixin
 
 __all__ = ['BaseModel']
 
 
-class BaseModel(nn.Module):
+class BaseModel(CheckpointOwnerMixin, nn.Module):
     """Subclasses implement ``forward_train(img, **kwargs) -> dict of losses`` and
     ``forward_test(img, **kwargs) -> results``; ``fp16_enabled`` is switched on by
-    :func:`ckptzoo.runner.fp16.wrap_fp16_model` and runs ``forward`` under autocast."""
+    :func:`ckptzoo.runner.fp16.wrap_fp16_model` and runs ``forward`` under autocast.
+
+    ``checkpoint_units()`` / ``set_checkpoint_plan()`` / ``checkpoint_plan()`` reach the units
+    of the backbone, neck and head (:mod:`ckptzoo.models.checkpointing`)."""
 
     def __init__(self, init_cfg=None):
         super().__init__()

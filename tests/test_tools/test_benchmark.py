@@ -8,7 +8,8 @@ import sys
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 BENCH = osp.join(ROOT, 'tools', 'benchmark.py')
-VARIANTS = ('base', 'fp16', 'accum2', 'with_cp', 'cp_fp16_accum2')
+VARIANTS = ('base', 'fp16', 'accum2', 'with_cp', 'cp_fp16_accum2', 'cp_full', 'cp_selective',
+            'frozen_bn')
 NUMBER = r'\d+(\.\d+)?'
 
 
@@ -29,21 +30,25 @@ def test_every_variant_row_printed_with_numbers(tmp_path):
     assert out.startswith('command: `python tools/benchmark.py ')
     assert 'CPU:' in out and 'peak live tensors' in out
     for name in VARIANTS:
-        assert f'[{VARIANTS.index(name) + 1}/5] {name}:' in proc.stderr  # progress line
+        assert f'[{VARIANTS.index(name) + 1}/{len(VARIANTS)}] {name}:' in proc.stderr
         row = re.search(rf'^\| {name} \|(.*)$', out, re.M)
         assert row, f'no row for {name}:\n{out}'
         cells = [c.strip() for c in row.group(1).split('|')[:-1]]
-        # peak, ratio, saved, ratio, time (min-max), ratio
-        assert len(cells) == 6 and 'FAILED' not in row.group(0), row.group(0)
+        # peak, ratio, saved, ratio, held at forward end, ratio, time (min-max), ratio
+        assert len(cells) == 8 and 'FAILED' not in row.group(0), row.group(0)
         assert re.fullmatch(NUMBER, cells[0]) and float(cells[0]) > 0
-        assert re.fullmatch(NUMBER + '×', cells[1])
-        assert re.fullmatch(NUMBER, cells[2])
-        assert re.fullmatch(rf'{NUMBER} \({NUMBER}–{NUMBER}\)', cells[4])
-    base = re.search(r'^\| base \| ([\d.]+) \| 1\.00× \| ([\d.]+) \| 1\.00×', out, re.M)
-    assert base, out
-    cp = re.search(r'^\| with_cp \| [\d.]+ \| [\d.]+× \| ([\d.]+) \|', out, re.M)
-    # checkpointing the backbone keeps less for backward (deterministic bytes, not a timing)
-    assert float(cp.group(1)) < float(base.group(2))
+        for i in (1, 3, 5, 7):
+            assert re.fullmatch(NUMBER + '×', cells[i]), cells
+        assert re.fullmatch(NUMBER, cells[2]) and re.fullmatch(NUMBER, cells[4])
+        assert re.fullmatch(rf'{NUMBER} \({NUMBER}–{NUMBER}\)', cells[6])
+    held = {name: float(re.search(rf'^\| {name} \| [\d.]+ \| [\d.]+× \| [\d.]+ \| [\d.]+× '
+                                  r'\| ([\d.]+) \|', out, re.M).group(1)) for name in VARIANTS}
+    # deterministic bytes, not timings: checkpointing the backbone keeps less than plain, the
+    # whole detector less again; selective keeps conv outputs (between the two); frozen BN
+    # keeps no BN input
+    assert held['cp_full'] < held['with_cp'] < held['base'], held
+    assert held['cp_full'] < held['cp_selective'] < held['base'], held
+    assert held['frozen_bn'] < held['base'], held
     assert osp.getsize(tmp_path / 'out' / 'benchmark.png') > 0
     with open(tmp_path / 'out' / 'benchmark.md', encoding='utf-8') as f:
         assert '| cp_fp16_accum2 |' in f.read()
@@ -64,7 +69,8 @@ def test_failed_variant_and_peers_without_timm(tmp_path):
     assert re.search(r'^\| fp16 \| FAILED: RuntimeError: injected failure', out, re.M), out
     assert 'fp16: FAILED: RuntimeError: injected failure' in proc.stderr
     assert re.search(r'^\| base \| [\d.]+ \| 1\.00×', out, re.M)
-    for impl, cp in (('ckptzoo', '—'), ('ckptzoo', 'with_cp'), ('torchvision', '—'),
+    for impl, cp in (('ckptzoo', '—'), ('ckptzoo', "'full' \\(with_cp\\)"),
+                     ('ckptzoo', "'selective'"), ('torchvision', '—'),
                      ('torchvision', 'memory_efficient')):
         assert re.search(rf'^\| densenet121 \| {impl} \| {cp} \| [\d.]+ \|', out, re.M), out
     for cp in ('—', 'set_grad_checkpointing'):

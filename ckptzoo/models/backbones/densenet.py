@@ -4,12 +4,13 @@ torchvision ``densenet121(...).state_dict()`` loads directly (same keys: ``featu
 ``features.denseblock1.denselayer1.norm1``, ``features.transition1.conv``, ``features.norm5``;
 its ``classifier.*`` is ignored by a non-strict load) and gives the same features.
 
-``with_cp`` checkpoints, per dense block, what torchvision's ``memory_efficient`` does (each
-dense layer's concat -> BN -> ReLU -> 1x1 conv bottleneck) and, beyond torchvision and timm,
-the stem (conv0 / norm0 / relu0 / pool0, with the first block's flag), every transition
-(norm / relu / 1x1 conv / avg pool, with its block's flag) and the final norm5 + ReLU: all
-through :func:`ckptzoo.models.checkpoint.checkpoint`, so outputs, gradients and BN buffers are
-those of the plain model.
+Checkpoint units (:mod:`ckptzoo.models.checkpointing`), in execution order: ``stem``
+(conv0 / norm0 / relu0 / pool0), every dense layer ``denseblock{i}.denselayer{j}`` (its
+concat -> BN -> ReLU -> 1x1 conv bottleneck, the region torchvision's ``memory_efficient``
+checkpoints), every transition ``transition{i}`` (norm / relu / 1x1 conv / avg pool) and the
+final ``norm5`` + ReLU. ``with_cp`` sets them to ``'full'`` per dense block (the stem with the
+first block's flag, a transition or norm5 with its block's flag); outputs, gradients and BN
+buffers are those of the plain model in every mode.
 
 Outputs (``out_indices``), one per dense block, each at the block's resolution and normalised:
 index ``i`` is ``relu(norm(block_i(x)))`` with the BN that follows the block (the transition's
@@ -35,9 +36,10 @@ import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
-from ..checkpoint import checkpoint, per_stage_flags
+from ..checkpointing import CheckpointUnit
 from ..utils import build_norm_layer
 from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
+from .base import BaseBackbone
 
 __all__ = ['DenseNet', 'DenseLayer', 'DenseBlock', 'DenseTransition']
 
@@ -60,19 +62,18 @@ class DenseLayer(nn.Module):
         self.relu2 = nn.ReLU(inplace=True)
         self.conv2 = nn.Conv2d(mid, growth_rate, 3, padding=1, bias=False)
         self.drop_rate = float(drop_rate)
-        self.with_cp = with_cp
-        self.cp_use_reentrant = cp_use_reentrant
+        self.cp_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+
+    @property
+    def with_cp(self):
+        return self.cp_unit.mode is not None
 
     def bottleneck(self, *inputs):
         return self.conv1(self.relu1(self.norm1(torch.cat(inputs, 1))))
 
     def forward(self, inputs):
-        if self.with_cp:
-            # tensors as separate arguments: the reentrant implementation sees no tensor in a list
-            out = checkpoint(self.bottleneck, *inputs, use_reentrant=self.cp_use_reentrant,
-                             module=[self.norm1, self.relu1, self.conv1])
-        else:
-            out = self.bottleneck(*inputs)
+        # tensors as separate arguments: the reentrant implementation sees no tensor in a list
+        out = self.cp_unit(self.bottleneck, *inputs, module=[self.norm1, self.relu1, self.conv1])
         out = self.conv2(self.relu2(self.norm2(out)))
         if self.drop_rate > 0:
             out = F.dropout(out, p=self.drop_rate, training=self.training)
@@ -112,7 +113,7 @@ class DenseTransition(nn.Module):
 
 
 @MODELS.register_module()
-class DenseNet(nn.Module):
+class DenseNet(BaseBackbone):
     """DenseNet-BC backbone.
 
     Args:
@@ -127,9 +128,9 @@ class DenseNet(nn.Module):
         frozen_stages (int): -1 freezes nothing, 0 the stem, ``k`` the stem and the first ``k``
             dense blocks with their transitions.
         norm_eval (bool): keep BatchNorm layers in eval mode while training.
-        with_cp (bool | tuple[bool]): checkpointing for all dense blocks or one flag per block;
-            the stem follows the first block's flag, a transition (norm5 for the last block)
-            its block's flag.
+        with_cp (bool | tuple[bool]): ``'full'`` checkpointing for all dense blocks or one flag
+            per block; the stem follows the first block's flag, a transition (norm5 for the
+            last block) its block's flag. ``set_checkpoint_plan`` changes modes later.
         cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
         init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH or 'torchvision://NAME')``.
     """
@@ -155,22 +156,19 @@ class DenseNet(nn.Module):
             raise ValueError(f'drop_rate must be in [0, 1), got {drop_rate!r}')
         if not 0.0 < float(compression) <= 1.0:
             raise ValueError(f'compression must be in (0, 1], got {compression!r}')
-        indices = (out_indices, ) if isinstance(out_indices, int) else tuple(out_indices)
-        if not indices or any(not isinstance(i, int) or not -num_blocks <= i < num_blocks
-                              for i in indices):
-            raise ValueError(f'out_indices must be dense block indices in '
-                             f'{-num_blocks}..{num_blocks - 1} ({num_blocks} blocks), '
-                             f'got {out_indices!r}')
-        if not (isinstance(frozen_stages, int) and -1 <= frozen_stages <= num_blocks):
-            raise ValueError(f'frozen_stages must be an int in -1..{num_blocks}, '
-                             f'got {frozen_stages!r}')
+        self.out_indices = self._check_out_indices(out_indices, num_blocks, 'dense block',
+                                                   'blocks', negative=True)
+        self._check_frozen_stages(frozen_stages, num_blocks)
         init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         self.growth_rate, self.depths, self.init_channels = growth, tuple(depths), init_channels
         self.num_blocks = num_blocks
-        self.out_indices = tuple(sorted({i % num_blocks for i in indices}))
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
-        self.with_cp = per_stage_flags(with_cp, num_blocks, 'with_cp', 'dense block')
+        self.with_cp = self._stage_flags(with_cp, num_blocks, 'dense block')
+        self.stem_unit = CheckpointUnit.from_flag(self.with_cp[0], cp_use_reentrant)
+        # transition{i + 1} after block i; the last one is norm5 (+ ReLU)
+        self.transition_units = [CheckpointUnit.from_flag(f, cp_use_reentrant)
+                                 for f in self.with_cp]
         self.cp_use_reentrant = cp_use_reentrant
         self.init_cfg = init_cfg
 
@@ -249,44 +247,36 @@ class DenseNet(nn.Module):
         nxt = self.features[f'transition{i + 1}'] if i < self.num_blocks - 1 else self.final_norm
         return [self.features[f'denseblock{i + 1}'], nxt]
 
-    def _freeze_stages(self):
+    def _frozen_modules(self):
         frozen = self._stem_modules() if self.frozen_stages >= 0 else []
         for i in range(self.frozen_stages):
             frozen += self._stage_modules(i)
-        for m in frozen:
-            m.eval()
-            for p in m.parameters():
-                p.requires_grad = False
+        return frozen
 
-    def _cp(self, fn, x, i, module):
-        if self.with_cp[i]:
-            return checkpoint(fn, x, use_reentrant=self.cp_use_reentrant, module=module)
-        return fn(x)
+    def _checkpoint_units(self):
+        yield 'stem', self.stem_unit
+        for i in range(self.num_blocks):
+            for name, layer in self.features[f'denseblock{i + 1}'].items():
+                yield f'denseblock{i + 1}.{name}', layer.cp_unit
+            last = i == self.num_blocks - 1
+            yield f'norm{i + 2}' if last else f'transition{i + 1}', self.transition_units[i]
 
     def forward(self, x):
         """Normalised outputs of the dense blocks in ``out_indices``; blocks after the last
         requested one are not run."""
-        x = self._cp(self._stem_forward, x, 0, self._stem_modules())
+        x = self.stem_unit(self._stem_forward, x, module=self._stem_modules())
         outs = []
         for i in range(max(self.out_indices) + 1):
             x = self.features[f'denseblock{i + 1}'](x)
+            unit = self.transition_units[i]
             if i == self.num_blocks - 1:
-                outs.append(self._cp(self._final_forward, x, i, self.final_norm))
+                outs.append(unit(self._final_forward, x, module=self.final_norm))
                 break
             trans = self.features[f'transition{i + 1}']
             if i in self.out_indices:
                 # partial, not a lambda: the recompute in backward runs after the loop moved on
-                feat, x = self._cp(partial(trans, return_feat=True), x, i, trans)
+                feat, x = unit(partial(trans, return_feat=True), x, module=trans)
                 outs.append(feat)
             elif i < max(self.out_indices):
-                x = self._cp(trans, x, i, trans)
+                x = unit(trans, x, module=trans)
         return tuple(outs)
-
-    def train(self, mode=True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self

@@ -1,19 +1,22 @@
 """ResNet (mmdet 2.x arguments, torchvision state-dict keys) with exact activation checkpointing.
 
-``with_cp`` checkpoints each block's ``_inner_forward`` (convs, norms, downsample, residual add;
-the last ReLU stays outside, as in mmdet) and, unlike mmdet and timm, also the stem when it is
-trainable: the stem's 112x112 activations are the largest of the network. Through
-:mod:`ckptzoo.models.checkpoint`, the first trainable block behind a frozen stage is
-checkpointed too (mmdet skips it because its input does not require grad).
+Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``stem`` and every block,
+``layer{i}.{j}``. A block's unit covers its ``_inner_forward`` (convs, norms, downsample, residual
+add; the last ReLU stays outside, as in mmdet); the stem's covers conv1 / norm1 / ReLU / max
+pool, which mmdet and timm leave out although its 112x112 activations are the largest of the
+network. ``with_cp`` sets them to ``'full'`` (the stem with the first stage's flag); the
+non-reentrant implementation also checkpoints the first trainable block behind a frozen stage
+(mmdet skips it because its input does not require grad).
 """
 
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
-from ..checkpoint import checkpoint, per_stage_flags
+from ..checkpointing import CheckpointUnit
 from ..utils import build_norm_layer
 from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
+from .base import BaseBackbone
 
 
 def _conv3x3(in_planes, out_planes, stride=1, dilation=1):
@@ -22,6 +25,9 @@ def _conv3x3(in_planes, out_planes, stride=1, dilation=1):
 
 
 class BasicBlock(nn.Module):
+    """mmdet's BasicBlock; ``with_cp`` / ``cp_use_reentrant`` set its checkpoint unit
+    (``cp_unit``), which ``set_checkpoint_plan`` changes later."""
+
     expansion = 1
 
     def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None, style='pytorch',
@@ -37,8 +43,11 @@ class BasicBlock(nn.Module):
         self.downsample = downsample
         self.stride = stride
         self.dilation = dilation
-        self.with_cp = with_cp
-        self.cp_use_reentrant = cp_use_reentrant
+        self.cp_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+
+    @property
+    def with_cp(self):
+        return self.cp_unit.mode is not None
 
     @property
     def norm1(self):
@@ -61,11 +70,7 @@ class BasicBlock(nn.Module):
         return out + identity
 
     def forward(self, x):
-        if self.with_cp:
-            out = checkpoint(self._inner_forward, x, use_reentrant=self.cp_use_reentrant)
-        else:
-            out = self._inner_forward(x)
-        return self.relu(out)
+        return self.relu(self.cp_unit(self._inner_forward, x))
 
 
 class Bottleneck(BasicBlock):
@@ -91,8 +96,7 @@ class Bottleneck(BasicBlock):
         self.downsample = downsample
         self.stride = stride
         self.dilation = dilation
-        self.with_cp = with_cp
-        self.cp_use_reentrant = cp_use_reentrant
+        self.cp_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
 
     @property
     def norm3(self):
@@ -138,13 +142,14 @@ class ResLayer(nn.Sequential):
 
 
 @MODELS.register_module()
-class ResNet(nn.Module):
+class ResNet(BaseBackbone):
     """ResNet backbone, mmdet 2.x arguments.
 
     Args:
         depth (int): 18, 34 (BasicBlock), 50, 101, 152 (Bottleneck).
-        with_cp (bool | tuple[bool]): activation checkpointing, for all stages or per stage.
-            The stem follows the first stage's flag and is checkpointed only while trainable.
+        with_cp (bool | tuple[bool]): ``'full'`` checkpointing of the units, for all stages
+            or per stage; the stem follows the first stage's flag. Modes can be changed later
+            with ``set_checkpoint_plan``.
         cp_use_reentrant (bool): use torch's reentrant checkpoint instead of the default
             non-reentrant one (which also checkpoints a trainable block behind a frozen stage).
         frozen_stages (int): stages to freeze (stem and the first ``frozen_stages`` stages);
@@ -178,15 +183,10 @@ class ResNet(nn.Module):
         if len(strides) < num_stages or len(dilations) < num_stages:
             raise ValueError(f'strides and dilations need {num_stages} entries (num_stages), '
                              f'got strides={strides!r}, dilations={dilations!r}')
-        out_indices = tuple(out_indices)
-        if not out_indices or any(not 0 <= i < num_stages for i in out_indices):
-            raise ValueError(f'out_indices must be stage indices in 0..{num_stages - 1} '
-                             f'(num_stages={num_stages}), got {out_indices!r}')
+        out_indices = self._check_out_indices(out_indices, num_stages)
         if style not in ('pytorch', 'caffe'):
             raise ValueError(f"style must be 'pytorch' or 'caffe', got {style!r}")
-        if not (isinstance(frozen_stages, int) and -1 <= frozen_stages <= num_stages):
-            raise ValueError(f'frozen_stages must be an int in -1..{num_stages}, '
-                             f'got {frozen_stages!r}')
+        self._check_frozen_stages(frozen_stages, num_stages)
         for name, value in (('conv_cfg', conv_cfg), ('dcn', dcn), ('plugins', plugins)):
             if value is not None:
                 raise NotImplementedError(f'ResNet {name} is not supported, got {value!r}')
@@ -194,7 +194,7 @@ class ResNet(nn.Module):
             raise NotImplementedError(f'ResNet dcn is not supported, got stage_with_dcn='
                                       f'{stage_with_dcn!r}')
         init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
-        self.with_cp = per_stage_flags(with_cp, num_stages, 'with_cp', 'stage')
+        self.with_cp = self._stage_flags(with_cp, num_stages)
         self.cp_use_reentrant = cp_use_reentrant
         self.depth = depth
         self.stem_channels = stem_channels or base_channels
@@ -215,14 +215,15 @@ class ResNet(nn.Module):
         self.stage_blocks = stage_blocks[:num_stages]
 
         self._make_stem_layer(in_channels, self.stem_channels)
+        self.stem_unit = CheckpointUnit.from_flag(self.with_cp[0], cp_use_reentrant)
         self.inplanes = self.stem_channels
         self.res_layers = []
         for i, num_blocks in enumerate(self.stage_blocks):
             planes = base_channels * 2**i
-            layer = ResLayer(self.block, self.inplanes, planes, num_blocks, stride=strides[i],
-                             dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
-                             style=style, with_cp=self.with_cp[i],
-                             cp_use_reentrant=cp_use_reentrant)
+            layer = self.make_res_layer(
+                block=self.block, inplanes=self.inplanes, planes=planes, num_blocks=num_blocks,
+                stride=strides[i], dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
+                style=style, with_cp=self.with_cp[i], cp_use_reentrant=cp_use_reentrant)
             self.inplanes = planes * self.block.expansion
             name = f'layer{i + 1}'
             self.add_module(name, layer)
@@ -230,6 +231,10 @@ class ResNet(nn.Module):
         self.feat_dim = self.inplanes
         self._init_default_weights()
         self._freeze_stages()
+
+    def make_res_layer(self, **kwargs):
+        """One stage (mmdet's hook: ResNeXt and friends override it to pass block options)."""
+        return ResLayer(**kwargs)
 
     def _make_stem_layer(self, in_channels, stem_channels):
         if self.deep_stem:
@@ -281,39 +286,24 @@ class ResNet(nn.Module):
         """Load ``init_cfg=dict(type='Pretrained', checkpoint=...)`` if given."""
         load_pretrained(self, self.init_cfg, 'ResNet')
 
-    def _freeze_stages(self):
-        if self.frozen_stages >= 0:
-            for m in self._stem_modules():
-                m.eval()
-                for p in m.parameters():
-                    p.requires_grad = False
-        for i in range(1, self.frozen_stages + 1):
-            m = getattr(self, f'layer{i}')
-            m.eval()
-            for p in m.parameters():
-                p.requires_grad = False
+    def _frozen_modules(self):
+        stem = self._stem_modules() if self.frozen_stages >= 0 else []
+        return stem + [getattr(self, f'layer{i}') for i in range(1, self.frozen_stages + 1)]
+
+    def _checkpoint_units(self):
+        yield 'stem', self.stem_unit
+        for name in self.res_layers:
+            for j, block in enumerate(getattr(self, name)):
+                yield f'{name}.{j}', block.cp_unit
 
     def forward(self, x):
-        if self.with_cp[0]:
-            x = checkpoint(self._stem_forward, x, use_reentrant=self.cp_use_reentrant,
-                           module=self._stem_modules())
-        else:
-            x = self._stem_forward(x)
+        x = self.stem_unit(self._stem_forward, x, module=self._stem_modules())
         outs = []
         for i, name in enumerate(self.res_layers):
             x = getattr(self, name)(x)
             if i in self.out_indices:
                 outs.append(x)
         return tuple(outs)
-
-    def train(self, mode=True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self
 
 
 @MODELS.register_module()

@@ -9,10 +9,11 @@ torchvision's (and the original Swin's) semantics exactly: each block pads its i
 multiple of the window, a window at least as large as the padded map is not shifted (mmdet
 shifts it anyway), the mask value is -100, patch merging pads odd sizes.
 
-``with_cp`` checkpoints every Swin block (as mmdet and timm do) and also the patch embedding
-(with stage 0's flag) and each patch merging (with the flag of the stage it ends), which timm
-and mmdet leave out, all through :func:`ckptzoo.models.checkpoint.checkpoint` (RNG kept, so
-drop path and dropout recompute identically).
+Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``patch_embed``, every block
+``stages.{i}.blocks.{j}`` and every patch merging ``stages.{i}.downsample``. ``with_cp`` sets
+the blocks to ``'full'`` (as mmdet and timm do) and also the patch embedding (with stage 0's
+flag) and each patch merging (with the flag of the stage it ends), which timm and mmdet leave
+out. The RNG is replayed, so drop path and dropout recompute identically.
 
 Outputs (``out_indices``): stage ``i``'s blocks' output (before its patch merging), normalised
 by its own ``norm{i}`` LayerNorm, NCHW, at stride ``patch_size * 2**i``; channels
@@ -35,8 +36,9 @@ from torchvision.ops import StochasticDepth
 
 from ...registry import MODELS
 from ...runner.checkpoint import load_file
-from ..checkpoint import checkpoint, per_stage_flags
+from ..checkpointing import CheckpointUnit
 from ..utils.pretrained import check_pretrained_cfg, load_pretrained, pretrained_to_init_cfg
+from .base import BaseBackbone
 
 __all__ = ['SwinTransformer', 'SwinBlock', 'PatchMerging', 'PatchEmbed',
            'convert_torchvision_swin']
@@ -157,17 +159,18 @@ class SwinBlock(nn.Module):
         self.norm2 = nn.LayerNorm(embed_dims)
         self.ffn = FFN(embed_dims, int(embed_dims * mlp_ratio), drop_rate)
         self.drop_path = StochasticDepth(drop_path_rate, 'row')
-        self.with_cp = with_cp
-        self.cp_use_reentrant = cp_use_reentrant
+        self.cp_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+
+    @property
+    def with_cp(self):
+        return self.cp_unit.mode is not None
 
     def _inner_forward(self, x):
         x = x + self.drop_path(self.attn(self.norm1(x)))
         return x + self.drop_path(self.ffn(self.norm2(x)))
 
     def forward(self, x):
-        if self.with_cp:
-            return checkpoint(self._inner_forward, x, use_reentrant=self.cp_use_reentrant)
-        return self._inner_forward(x)
+        return self.cp_unit(self._inner_forward, x)
 
 
 class PatchEmbed(nn.Module):
@@ -217,8 +220,7 @@ class SwinStage(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
         self.downsample = downsample
-        self.with_cp = with_cp
-        self.cp_use_reentrant = cp_use_reentrant
+        self.downsample_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
 
     def forward(self, x):
         """Returns (the blocks' output, the downsampled one or None)."""
@@ -226,9 +228,7 @@ class SwinStage(nn.Module):
             x = block(x)
         if self.downsample is None:
             return x, None
-        if self.with_cp:
-            return x, checkpoint(self.downsample, x, use_reentrant=self.cp_use_reentrant)
-        return x, self.downsample(x)
+        return x, self.downsample_unit(self.downsample, x)
 
 
 def _positive_int(value, name):
@@ -238,7 +238,7 @@ def _positive_int(value, name):
 
 
 @MODELS.register_module()
-class SwinTransformer(nn.Module):
+class SwinTransformer(BaseBackbone):
     """Swin Transformer backbone.
 
     Args:
@@ -252,8 +252,9 @@ class SwinTransformer(nn.Module):
         out_indices (sequence[int]): stages returned, each normalised by its ``norm{i}``, NCHW.
         frozen_stages (int): -1 nothing, 0 the patch embedding, ``k`` also the first ``k``
             stages (with the patch merging that ends each) and their output norms (mmdet's).
-        with_cp (bool | tuple[bool]): checkpoint every block, the patch merging and (stage 0)
-            the patch embedding; for all stages or one flag per stage.
+        with_cp (bool | tuple[bool]): ``'full'`` checkpointing of every block, the patch
+            merging and (stage 0) the patch embedding; for all stages or one flag per stage.
+            ``set_checkpoint_plan`` changes modes later.
         cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
         convert_weights (bool): ``init_cfg`` points at a torchvision checkpoint to convert.
         init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH, prefix=None)``.
@@ -302,21 +303,15 @@ class SwinTransformer(nn.Module):
                            ('drop_path_rate', drop_path_rate)):
             if not 0.0 <= float(rate) < 1.0:
                 raise ValueError(f'{name} must be in [0, 1), got {rate!r}')
-        out_indices = (out_indices, ) if isinstance(out_indices, int) else tuple(out_indices)
-        if not out_indices or any(not isinstance(i, int) or not 0 <= i < num_stages
-                                  for i in out_indices):
-            raise ValueError(f'out_indices must be stage indices in 0..{num_stages - 1} '
-                             f'({num_stages} stages), got {out_indices!r}')
-        if not (isinstance(frozen_stages, int) and -1 <= frozen_stages <= num_stages):
-            raise ValueError(f'frozen_stages must be an int in -1..{num_stages}, '
-                             f'got {frozen_stages!r}')
-        with_cp = per_stage_flags(with_cp, num_stages, 'with_cp', 'stage')
+        out_indices = self._check_out_indices(out_indices, num_stages)
+        self._check_frozen_stages(frozen_stages, num_stages)
+        with_cp = self._stage_flags(with_cp, num_stages)
         init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         self.embed_dims, self.depths, self.num_heads = embed_dims, tuple(depths), tuple(num_heads)
         self.num_stages = num_stages
         self.patch_size = patch_size
         self.window_size = window_size
-        self.out_indices = tuple(sorted(set(out_indices)))
+        self.out_indices = out_indices
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval  # no BatchNorm: accepted for mmdet configs, no effect
         self.with_cp = tuple(with_cp)
@@ -325,6 +320,7 @@ class SwinTransformer(nn.Module):
         self.init_cfg = init_cfg
 
         self.patch_embed = PatchEmbed(in_channels, embed_dims, patch_size, patch_norm, drop_rate)
+        self.patch_embed_unit = CheckpointUnit.from_flag(self.with_cp[0], cp_use_reentrant)
         rates = torch.linspace(0, float(drop_path_rate), sum(depths)).tolist()
         self.stages = nn.ModuleList()
         for i, depth in enumerate(depths):
@@ -383,29 +379,26 @@ class SwinTransformer(nn.Module):
         if missing:
             warnings.warn(f'keys missing from {cfg["checkpoint"]}: {missing}')
 
-    def _freeze_stages(self):
+    def _frozen_modules(self):
         frozen = [self.patch_embed] if self.frozen_stages >= 0 else []
         for i in range(self.frozen_stages):
             frozen.append(self.stages[i])
             if i in self.out_indices:
                 frozen.append(getattr(self, f'norm{i}'))
-        for m in frozen:
-            m.eval()
-            for p in m.parameters():
-                p.requires_grad = False
+        return frozen
 
-    def train(self, mode=True):
-        super().train(mode)
-        self._freeze_stages()
-        return self
+    def _checkpoint_units(self):
+        yield 'patch_embed', self.patch_embed_unit
+        for i, stage in enumerate(self.stages):
+            for j, block in enumerate(stage.blocks):
+                yield f'stages.{i}.blocks.{j}', block.cp_unit
+            if stage.downsample is not None:
+                yield f'stages.{i}.downsample', stage.downsample_unit
 
     def forward(self, x):
         """NCHW image -> tuple of NCHW features, one per ``out_indices``; stages after the last
         requested one are not run."""
-        if self.with_cp[0]:
-            x = checkpoint(self.patch_embed, x, use_reentrant=self.cp_use_reentrant)
-        else:
-            x = self.patch_embed(x)
+        x = self.patch_embed_unit(self.patch_embed, x)
         outs = []
         last = max(self.out_indices)
         for i, stage in enumerate(self.stages[:last + 1]):

@@ -1,9 +1,13 @@
 """mmdet 2.x ``RetinaHead``: two towers of ``stacked_convs`` 3x3 ConvModules, then
 ``retina_cls`` / ``retina_reg``. State-dict keys equal mmdet's (``cls_convs.0.conv.weight``,
-``retina_cls.bias``, ...), so mmdet 2.x RetinaNet checkpoints load."""
+``retina_cls.bias``, ...), so mmdet 2.x RetinaNet checkpoints load.
+
+Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``level{i}``, one per pyramid level,
+covering that level's two towers and ``retina_cls`` / ``retina_reg``."""
 import torch.nn as nn
 
 from ...registry import MODELS
+from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit
 from ..utils import ConvModule
 from .anchor_head import AnchorHead
 
@@ -11,7 +15,7 @@ __all__ = ['RetinaHead']
 
 
 @MODELS.register_module()
-class RetinaHead(AnchorHead):
+class RetinaHead(CheckpointOwnerMixin, AnchorHead):
     """RetinaNet head (Lin et al. 2017).
 
     Args:
@@ -21,6 +25,9 @@ class RetinaHead(AnchorHead):
             8..128).
         init_cfg (dict): default Normal(std=0.01) convs and the ``retina_cls`` bias set so that
             every class starts at probability 0.01 (the focal-loss prior).
+        with_cp (bool): ``'full'`` checkpointing of every level (not an mmdet 2.x argument;
+            default False). ``set_checkpoint_plan`` changes modes later.
+        cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
         **kwargs: :class:`AnchorHead` arguments (bbox_coder, losses, train_cfg, test_cfg, ...).
     """
 
@@ -31,14 +38,22 @@ class RetinaHead(AnchorHead):
                  init_cfg=dict(type='Normal', layer='Conv2d', std=0.01,
                                override=dict(type='Normal', name='retina_cls', std=0.01,
                                              bias_prob=0.01)),
-                 **kwargs):
+                 with_cp=False, cp_use_reentrant=False, **kwargs):
         if not (isinstance(stacked_convs, int) and stacked_convs >= 0):
             raise ValueError(f'stacked_convs must be a non-negative int, got {stacked_convs!r}')
+        if not isinstance(with_cp, bool):
+            raise TypeError(f'RetinaHead with_cp must be a bool, got {with_cp!r}')
         self.stacked_convs = stacked_convs
         self.conv_cfg = conv_cfg
         self.norm_cfg = norm_cfg
         super().__init__(num_classes, in_channels, anchor_generator=anchor_generator,
                          init_cfg=init_cfg, **kwargs)
+        self.level_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+                            for _ in range(self.prior_generator.num_levels)]
+
+    def _checkpoint_units(self):
+        for i, unit in enumerate(self.level_units):
+            yield f'level{i}', unit
 
     def _init_layers(self):
         self.relu = nn.ReLU(inplace=True)
@@ -61,3 +76,11 @@ class RetinaHead(AnchorHead):
         for conv in self.reg_convs:
             reg_feat = conv(reg_feat)
         return self.retina_cls(cls_feat), self.retina_reg(reg_feat)
+
+    def forward(self, feats):
+        """``(cls_scores, bbox_preds)`` over levels, each level through its unit."""
+        if len(feats) != len(self.level_units):
+            raise ValueError(f'RetinaHead expects {len(self.level_units)} levels (one per '
+                             f'anchor stride), got {len(feats)}')
+        outs = [unit(self.forward_single, x) for unit, x in zip(self.level_units, feats)]
+        return [o[0] for o in outs], [o[1] for o in outs]

@@ -2,13 +2,22 @@
 
 Keys: ``lateral_convs.{i}.conv.*`` for the 1x1 laterals, ``fpn_convs.{i}.conv.*`` for the 3x3
 output convs followed by the extra (stride 2) convs, so mmdet 2.x checkpoints load unchanged.
+
+Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``level{i}`` for each output level with
+a conv. A backbone level's unit covers its lateral conv, the top-down addition and its output
+conv; the levels run top-down (the deepest first), so that is their execution order. An extra
+level's unit covers its stride-2 conv (and the ReLU before it). Outputs equal mmdet's order of
+operations bit for bit.
 """
+from functools import partial
+
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ...registry import MODELS
 from ...runner.checkpoint import load_checkpoint
 from ...runner.fp16 import auto_fp16
+from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit
 from ..utils import ConvModule, apply_init_cfg
 
 __all__ = ['FPN']
@@ -17,7 +26,7 @@ _EXTRA_MODES = ('on_input', 'on_lateral', 'on_output')
 
 
 @MODELS.register_module()
-class FPN(nn.Module):
+class FPN(CheckpointOwnerMixin, nn.Module):
     """FPN (Lin et al. 2017) as mmdet 2.x.
 
     Args:
@@ -35,13 +44,19 @@ class FPN(nn.Module):
         upsample_cfg (dict): ``F.interpolate`` arguments; without ``scale_factor`` the top-down
             path is resized to the lower level's size.
         init_cfg (dict): mmcv init_cfg, applied at construction (default Xavier uniform).
+        with_cp (bool): ``'full'`` checkpointing of every level (not an mmdet 2.x argument;
+            default False). ``set_checkpoint_plan`` changes modes later.
+        cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
     """
 
     def __init__(self, in_channels, out_channels, num_outs, start_level=0, end_level=-1,
                  add_extra_convs=False, relu_before_extra_convs=False, no_norm_on_lateral=False,
                  conv_cfg=None, norm_cfg=None, act_cfg=None, upsample_cfg=dict(mode='nearest'),
-                 init_cfg=dict(type='Xavier', layer='Conv2d', distribution='uniform')):
+                 init_cfg=dict(type='Xavier', layer='Conv2d', distribution='uniform'),
+                 with_cp=False, cp_use_reentrant=False):
         super().__init__()
+        if not isinstance(with_cp, bool):
+            raise TypeError(f'FPN with_cp must be a bool, got {with_cp!r}')
         if not isinstance(in_channels, (list, tuple)) or not in_channels:
             raise TypeError(f'in_channels must be a non-empty list of ints, got {in_channels!r}')
         self.in_channels = list(in_channels)
@@ -101,7 +116,14 @@ class FPN(nn.Module):
                 self.fpn_convs.append(ConvModule(
                     channels, out_channels, 3, stride=2, padding=1, conv_cfg=conv_cfg,
                     norm_cfg=norm_cfg, act_cfg=act_cfg, inplace=False))
+        self.level_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+                            for _ in range(len(self.fpn_convs))]
         apply_init_cfg(self, init_cfg)
+
+    def _checkpoint_units(self):
+        used = len(self.lateral_convs)
+        for i in list(range(used - 1, -1, -1)) + list(range(used, len(self.fpn_convs))):
+            yield f'level{i}', self.level_units[i]
 
     def init_weights(self):
         """Load a ``Pretrained`` init_cfg; the other kinds were applied at construction."""
@@ -109,22 +131,37 @@ class FPN(nn.Module):
             load_checkpoint(self, self.init_cfg['checkpoint'], map_location='cpu',
                             strict=False, prefix=self.init_cfg.get('prefix'))
 
+    def _level(self, i, feat, top=None):
+        """Backbone level ``i``: (its lateral plus the upsampled level above, its output)."""
+        lateral = self.lateral_convs[i](feat)
+        if top is not None:
+            if 'scale_factor' in self.upsample_cfg:
+                up = F.interpolate(top, **self.upsample_cfg)
+            else:
+                up = F.interpolate(top, size=lateral.shape[2:], **self.upsample_cfg)
+            lateral = lateral + up
+        return lateral, self.fpn_convs[i](lateral)
+
+    def _extra(self, i, x):
+        if i > len(self.lateral_convs) and self.relu_before_extra_convs:
+            x = F.relu(x)
+        return self.fpn_convs[i](x)
+
     @auto_fp16()
     def forward(self, inputs):
         if len(inputs) != len(self.in_channels):
             raise ValueError(f'FPN expects {len(self.in_channels)} inputs (in_channels), '
                              f'got {len(inputs)}')
-        laterals = [conv(inputs[i + self.start_level])
-                    for i, conv in enumerate(self.lateral_convs)]
-        used_levels = len(laterals)
-        for i in range(used_levels - 1, 0, -1):
-            if 'scale_factor' in self.upsample_cfg:
-                up = F.interpolate(laterals[i], **self.upsample_cfg)
-            else:
-                up = F.interpolate(laterals[i], size=laterals[i - 1].shape[2:],
-                                   **self.upsample_cfg)
-            laterals[i - 1] = laterals[i - 1] + up
-        outs = [self.fpn_convs[i](laterals[i]) for i in range(used_levels)]
+        used_levels = len(self.lateral_convs)
+        laterals, outs = [None] * used_levels, [None] * used_levels
+        top = None
+        for i in range(used_levels - 1, -1, -1):  # top-down: each level needs the one above
+            level = partial(self._level, i)
+            modules = [self.lateral_convs[i], self.fpn_convs[i]]
+            feat = inputs[i + self.start_level]
+            args = (feat, ) if top is None else (feat, top)
+            laterals[i], outs[i] = self.level_units[i](level, *args, module=modules)
+            top = laterals[i]
         if self.num_outs > len(outs):
             if not self.add_extra_convs:
                 for _ in range(self.num_outs - used_levels):
@@ -136,8 +173,8 @@ class FPN(nn.Module):
                     source = laterals[-1]
                 else:
                     source = outs[-1]
-                outs.append(self.fpn_convs[used_levels](source))
-                for i in range(used_levels + 1, self.num_outs):
-                    x = F.relu(outs[-1]) if self.relu_before_extra_convs else outs[-1]
-                    outs.append(self.fpn_convs[i](x))
+                for i in range(used_levels, self.num_outs):
+                    outs.append(self.level_units[i](partial(self._extra, i), source,
+                                                    module=self.fpn_convs[i]))
+                    source = outs[-1]
         return tuple(outs)

@@ -2,16 +2,64 @@
 
 The returned name (``bn1``, ``gn1``, ...) is the attribute name mmcv/mmdet give the layer, which
 keeps state-dict keys equal to theirs (and, for BN, to torchvision's).
+
+**Frozen BatchNorm keeps nothing.** A BN layer in eval mode (``norm_eval=True``, or frozen by
+``frozen_stages``) whose affine parameters do not require grad is a fixed per-channel affine
+map. ``F.batch_norm`` would still save its whole input for backward; the BN classes here then
+compute ``x * scale + shift`` exactly as torchvision's ``FrozenBatchNorm2d`` does, which saves
+only the per-channel ``scale``. It needs no config key: mmdet's
+``norm_cfg=dict(type='BN', requires_grad=False)`` with ``norm_eval=True`` (detectron2's and
+torchvision's detection default) turns it on. Keys and buffers are BatchNorm's.
 """
 import torch.nn as nn
 
+__all__ = ['NORM_LAYERS', 'build_norm_layer', 'FrozenAwareBatchNormMixin', 'BatchNorm1d',
+           'BatchNorm2d', 'BatchNorm3d', 'SyncBatchNorm']
+
+
+class FrozenAwareBatchNormMixin:
+    """BatchNorm that, frozen (eval, affine not trained), saves no activation for backward."""
+
+    def is_frozen(self):
+        """True when the layer is a fixed affine map that needs no input in backward."""
+        return (not self.training and self.track_running_stats and self.running_mean is not None
+                and self.affine and not self.weight.requires_grad
+                and not self.bias.requires_grad)
+
+    def forward(self, x):
+        if not self.is_frozen():
+            return super().forward(x)
+        self._check_input_dim(x)
+        # torchvision's FrozenBatchNorm2d, to the operation
+        scale = self.weight * (self.running_var + self.eps).rsqrt()
+        shift = self.bias - self.running_mean * scale
+        shape = (1, -1) + (1, ) * (x.dim() - 2)
+        return x * scale.reshape(shape).to(x.dtype) + shift.reshape(shape).to(x.dtype)
+
+
+class BatchNorm1d(FrozenAwareBatchNormMixin, nn.BatchNorm1d):
+    pass
+
+
+class BatchNorm2d(FrozenAwareBatchNormMixin, nn.BatchNorm2d):
+    pass
+
+
+class BatchNorm3d(FrozenAwareBatchNormMixin, nn.BatchNorm3d):
+    pass
+
+
+class SyncBatchNorm(FrozenAwareBatchNormMixin, nn.SyncBatchNorm):
+    pass
+
+
 # type -> (layer class, name prefix)
 NORM_LAYERS = {
-    'BN': (nn.BatchNorm2d, 'bn'),
-    'BN1d': (nn.BatchNorm1d, 'bn'),
-    'BN2d': (nn.BatchNorm2d, 'bn'),
-    'BN3d': (nn.BatchNorm3d, 'bn'),
-    'SyncBN': (nn.SyncBatchNorm, 'bn'),
+    'BN': (BatchNorm2d, 'bn'),
+    'BN1d': (BatchNorm1d, 'bn'),
+    'BN2d': (BatchNorm2d, 'bn'),
+    'BN3d': (BatchNorm3d, 'bn'),
+    'SyncBN': (SyncBatchNorm, 'bn'),
     'GN': (nn.GroupNorm, 'gn'),
     'LN': (nn.LayerNorm, 'ln'),
     'IN': (nn.InstanceNorm2d, 'in'),

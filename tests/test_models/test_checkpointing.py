@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 from torch.utils import checkpoint as torch_cp
 
-from ckptzoo.models.checkpoint import checkpoint, checkpoint_sequential, should_checkpoint
+from ckptzoo.models.checkpointing import checkpoint, checkpoint_sequential, should_checkpoint
 
 pytestmark = pytest.mark.filterwarnings('error')
 

@@ -1,0 +1,166 @@
+"""Checkpoint units and the plan the model owns.
+
+A *checkpoint unit* is the smallest region of a forward pass that can run under a mode of its
+own (:data:`~ckptzoo.models.checkpointing.functional.MODES`): a ResNet stem or block, a DenseNet
+stem, dense layer or transition, a Swin patch embedding, block or patch merging, an FPN level,
+a RetinaHead level. Each unit is a :class:`CheckpointUnit` object holding its mode; the code
+that runs the region calls it (``unit(fn, *args)``), so no block branches on ``with_cp``.
+
+An *owner* (:class:`CheckpointOwnerMixin`: backbones, necks, heads and the whole model) lists
+its units under stable local names, in execution order, by overriding ``_checkpoint_units``.
+The model's ``checkpoint_units()`` joins them with the owners' attribute paths
+(``backbone.layer3.4``, ``neck.level2``, ``bbox_head.level0``). A plan,
+``{name_or_glob: mode}``, changes modes at run time: no rebuild, weights untouched.
+
+Segments (several consecutive units under one checkpoint that keeps only the segment's input)
+fit this layout without redesign: an owner runs its units as a chain (ResNet's
+``_run_blocks``, ...), so a segment is a run of consecutive chain entries that the owner calls
+inside one :func:`~ckptzoo.models.checkpointing.functional.checkpoint`, with the inner units'
+modes set to None for the duration.
+"""
+import difflib
+import fnmatch
+from collections import OrderedDict
+from collections.abc import Mapping
+
+from .functional import check_mode, checkpoint
+
+__all__ = ['CheckpointUnit', 'CheckpointOwnerMixin', 'resolve_plan', 'reentrant_units']
+
+
+class CheckpointUnit:
+    """The mode of one checkpoint unit, and the call that applies it.
+
+    ``unit(function, *args, module=None)`` runs ``function(*args)`` under ``unit.mode``
+    through :func:`~ckptzoo.models.checkpointing.functional.checkpoint` (guard, RNG,
+    BN-safe recompute); with mode None it is a plain call.
+
+    Attributes:
+        mode (str | None): one of ``MODES``; set it through ``set_checkpoint_plan``.
+        use_reentrant (bool): torch's reentrant implementation (``cp_use_reentrant``);
+            only ``'full'`` supports it.
+    """
+
+    __slots__ = ('mode', 'use_reentrant')
+
+    def __init__(self, mode=None, use_reentrant=False):
+        self.mode = check_mode(mode, use_reentrant)
+        self.use_reentrant = bool(use_reentrant)
+
+    def __call__(self, function, *args, module=None):
+        if self.mode is None:
+            return function(*args)
+        return checkpoint(function, *args, mode=self.mode, use_reentrant=self.use_reentrant,
+                          module=module)
+
+    def __repr__(self):
+        return f'CheckpointUnit(mode={self.mode!r}, use_reentrant={self.use_reentrant})'
+
+    @classmethod
+    def from_flag(cls, with_cp, use_reentrant=False):
+        """mmdet's ``with_cp`` bool (or a mode string) as a unit."""
+        if isinstance(with_cp, bool):
+            return cls('full' if with_cp else None, use_reentrant)
+        return cls(with_cp, use_reentrant)
+
+
+def _collect(module, prefix, units):
+    local = getattr(module, '_checkpoint_units', None)
+    if callable(local):
+        for name, unit in local():
+            units[prefix + name] = unit
+    for child_name, child in module.named_children():
+        _collect(child, f'{prefix}{child_name}.', units)
+
+
+def _matches(key, names):
+    if any(c in key for c in '*?['):
+        return [n for n in names if fnmatch.fnmatchcase(n, key)]
+    return [n for n in names if n == key or n.startswith(key + '.')]
+
+
+def resolve_plan(plan, units):
+    """``{unit name: mode}`` for the units ``plan`` names; later keys override earlier ones.
+
+    A key is a unit name (``backbone.layer3.4``), an owner or stage prefix (``neck``,
+    ``backbone.layer3``: every unit under it) or a glob (``bbox_head.level*``, ``*``).
+    """
+    if not isinstance(plan, Mapping):
+        raise TypeError(f'a checkpoint plan is a dict {{unit name or glob: mode}}, got '
+                        f'{type(plan).__name__}: {plan!r}')
+    names = list(units)
+    out = OrderedDict()
+    for key, mode in plan.items():
+        if not isinstance(key, str):
+            raise TypeError(f'checkpoint plan keys are unit names or globs (str), got {key!r}')
+        check_mode(mode, where=f'mode for {key!r}')
+        matched = _matches(key, names)
+        if not matched:
+            prefixes = sorted({n.rsplit('.', i)[0] for n in names for i in (1, 2)} | set(names))
+            close = difflib.get_close_matches(key, prefixes, n=5, cutoff=0.5)
+            hint = f'close matches: {", ".join(close)}' if close else \
+                f'units are e.g. {", ".join(names[:3])} ({len(names)} in all)' if names else \
+                'this model has no checkpoint units'
+            raise KeyError(f'checkpoint plan key {key!r} matches no checkpoint unit; {hint}')
+        for name in matched:
+            check_mode(mode, units[name].use_reentrant, where=f'mode for {name!r}')
+            out[name] = mode
+    return out
+
+
+class CheckpointOwnerMixin:
+    """Owns checkpoint units: backbones, necks, heads and the models built from them.
+
+    Subclasses list their own units by overriding :meth:`_checkpoint_units`; units of child
+    owners are found by walking the children, so a model needs no code of its own.
+    """
+
+    def _checkpoint_units(self):
+        """``(local name, CheckpointUnit)`` pairs in execution order; none by default."""
+        return ()
+
+    def checkpoint_units(self):
+        """``OrderedDict`` of every unit in this module and its children, dotted name ->
+        :class:`CheckpointUnit`, in execution order (e.g. ``backbone.stem``,
+        ``backbone.layer1.0`` ... ``neck.level2`` ... ``bbox_head.level0``)."""
+        units = OrderedDict()
+        _collect(self, '', units)
+        return units
+
+    def checkpoint_plan(self):
+        """The plan in force: ``OrderedDict`` unit name -> mode (None for plain), every unit.
+        ``set_checkpoint_plan`` accepts it as it is."""
+        return OrderedDict((name, unit.mode) for name, unit in self.checkpoint_units().items())
+
+    def set_checkpoint_plan(self, plan):
+        """Set the modes of the units ``plan`` names, at run time (no rebuild, weights kept).
+
+        Args:
+            plan (dict): ``{name_or_glob: mode}``; a key is a unit name, an owner / stage
+                prefix (``'neck'``, ``'backbone.layer3'``) or a glob (``'*'``,
+                ``'bbox_head.level*'``); a mode is one of ``None, 'full', 'selective',
+                'offload'``. Keys apply in order, later ones override earlier ones; units not
+                named keep their mode.
+
+        Returns:
+            The plan in force afterwards (:meth:`checkpoint_plan`).
+
+        Raises:
+            KeyError: a key matches no unit (the message names close matches).
+            ValueError: an unknown mode, or ``'selective'`` on a unit that uses the reentrant
+                implementation. Nothing is changed when it raises.
+        """
+        units = self.checkpoint_units()
+        for name, mode in resolve_plan(plan, units).items():
+            units[name].mode = mode
+        return self.checkpoint_plan()
+
+
+def reentrant_units(model):
+    """Names of the units of ``model`` that checkpoint with the reentrant implementation."""
+    owner = getattr(model, 'module', model)  # a DDP wrapper
+    if not isinstance(owner, CheckpointOwnerMixin):
+        return []
+    return [name for name, unit in owner.checkpoint_units().items()
+            if unit.use_reentrant and unit.mode is not None]
+
