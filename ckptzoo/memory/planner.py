@@ -200,10 +200,17 @@ def plan_training(run, cfg, logger=None, resume=False):
         if logger is not None:
             logger.info(f'memory plan: reusing {path}')
     elif rank == 0:
-        result = plan_memory(run, cfg, budget, logger=logger)
+        try:
+            result = plan_memory(run, cfg, budget, logger=logger)
+        except Exception as exc:
+            if world > 1:  # the other ranks wait in the broadcast: tell them
+                torch.distributed.broadcast_object_list([dict(error=str(exc))], src=0)
+            raise
     if world > 1:
         box = [result.to_json() if result is not None else None]
         torch.distributed.broadcast_object_list(box, src=0)
+        if 'error' in box[0]:
+            raise RuntimeError(f'memory planning failed on rank 0: {box[0]["error"]}')
         result = PlanResult.from_json(box[0])
     module = getattr(run.runner.model, 'module', run.runner.model)
     module.set_checkpoint_plan(result.plan)
