@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .budget import format_bytes, parse_budget
-from .cost_table import MODES
+from .cost_table import MODES, CostTable
 from .peak import plan_from_modes, plan_modes, plan_segments, predict_time
 from .probe import measure_step, probe, probe_batch, worst_case_shape
 from .solver import solve
@@ -118,6 +118,17 @@ def _accumulation(cfg):
     return int(opt.get('cumulative_iters', 1)) if isinstance(opt, dict) else 1
 
 
+def _from_rank0(obj):
+    """Rank 0's ``obj`` on every rank: under DDP every rank probes in step (each step
+    all-reduces its log variables), and all follow rank 0's measurements."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()) or \
+            torch.distributed.get_world_size() == 1:
+        return obj
+    box = [obj]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def probe_modes(run):
     """The modes worth probing: ``'offload'`` moves saved tensors to CPU memory, which saves
     nothing when the model already runs on the CPU."""
@@ -140,12 +151,13 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=False):
     with _restored(run) as model:
         hook.before_run(run.runner)
         batch = probe_batch(run, worst_case_shape(cfg))
-        table = probe(run, batch, modes=probe_modes(run))
+        table = _from_rank0(probe(run, batch, modes=probe_modes(run)).to_dict())
+        table = CostTable.from_dict(table)
         margin, replans = 0.0, 0
         while True:
             solution = solve(table, int(budget * (1 - margin)), segments=segments)
             model.set_checkpoint_plan(plan_modes(table, solution.plan))
-            measured, seconds = measure_step(run, batch)
+            measured, seconds = _from_rank0(measure_step(run, batch))
             if measured <= budget or replans >= max_replans:
                 break
             error = (measured - solution.peak) / max(solution.peak, 1)
@@ -185,8 +197,8 @@ def plan_table(result):
 
 def plan_training(run, cfg, logger=None, resume=False):
     """Plan a training run before it starts, when the config asks for it (see
-    :func:`planning_requested`). Rank 0 plans and broadcasts, so every rank trains the same
-    plan; the plan is saved to ``work_dir/memory_plan.json`` and a resume reuses it."""
+    :func:`planning_requested`). Under DDP every rank runs the probe steps in step, and rank
+    0's measurements and plan are broadcast, so every rank trains the same plan; the plan is saved to ``work_dir/memory_plan.json`` and a resume reuses it."""
     budget = planning_requested(cfg)
     if budget is None:
         return None
@@ -199,19 +211,11 @@ def plan_training(run, cfg, logger=None, resume=False):
             result = PlanResult.from_json(json.load(f))
         if logger is not None:
             logger.info(f'memory plan: reusing {path}')
-    elif rank == 0:
-        try:
-            result = plan_memory(run, cfg, budget, logger=logger)
-        except Exception as exc:
-            if world > 1:  # the other ranks wait in the broadcast: tell them
-                torch.distributed.broadcast_object_list([dict(error=str(exc))], src=0)
-            raise
+    else:  # every rank steps in the probe; all solve rank 0's table (see _from_rank0)
+        result = plan_memory(run, cfg, budget, logger=logger)
     if world > 1:
-        box = [result.to_json() if result is not None else None]
-        torch.distributed.broadcast_object_list(box, src=0)
-        if 'error' in box[0]:
-            raise RuntimeError(f'memory planning failed on rank 0: {box[0]["error"]}')
-        result = PlanResult.from_json(box[0])
+        shared = PlanResult.from_json(_from_rank0(result.to_json()))
+        result = result if rank == 0 else shared  # rank 0's keeps its cost table
     module = getattr(run.runner.model, 'module', run.runner.model)
     module.set_checkpoint_plan(result.plan)
     if rank == 0:

@@ -155,3 +155,28 @@ def test_tools_plan_memory_and_train(tmp_path, probed, capsys):
                               str(work / 'latest.pth')], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert 'memory plan: reusing' in proc.stdout + proc.stderr
+
+
+def test_ddp_every_rank_trains_rank0s_plan(tmp_path, probed):
+    """2-rank gloo: the probe steps all-reduce their log variables on every rank, so all ranks
+    probe in step and follow rank 0's table and measurements."""
+    import socket
+    _, _, _, table = probed
+    budget = (predict_peak(table, uniform_plan(table, 'full')) +
+              predict_peak(table, uniform_plan(table, None))) // 2
+    cfg_path = tmp_path / 'tiny_ddp.py'
+    Config(dict(TINY, memory_budget=budget, dist_params=dict(backend='gloo'),
+                checkpoint_config=dict(interval=4, by_epoch=False))).dump(str(cfg_path))
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run(
+        [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
+         '--master_port', str(port), osp.join(ROOT, 'tools', 'train.py'), str(cfg_path),
+         '--launcher', 'pytorch', '--work-dir', str(tmp_path / 'work')],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        env=dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1'))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = json.loads((tmp_path / 'work' / 'memory_plan.json').read_text())
+    assert saved['measured_peak_bytes'] <= budget
+    assert (tmp_path / 'work' / 'iter_4.pth').exists()
