@@ -9,8 +9,9 @@ batch, so one optimizer step sees the same images), ``with_cp`` (``backbone.with
 backbone only), ``cp_fp16_accum2`` (those three), ``cp_full`` and ``cp_selective`` (every
 checkpoint unit of the model, backbone, neck and head, in that mode:
 ``checkpoint_plan = {'*': mode}``) and ``frozen_bn`` (the backbone's BN frozen:
-``norm_cfg=dict(type='BN', requires_grad=False)``, ``norm_eval=True``). The step is the real one: the model, optimizer and optimizer hook
-are built from the modified config as ``ckptzoo.apis.train_model`` builds them and run by an
+``norm_cfg=dict(type='BN', requires_grad=False)``, ``norm_eval=True``).
+The step is the real one: the model, optimizer and optimizer hook are built from the
+modified config by ``ckptzoo.apis.build_training`` (as for ``tools/train.py``) and run by an
 ``IterBasedRunner`` (``train_step`` + the optimizer hook's ``after_train_iter``); hooks of this
 tool time each iteration and read memory. Data: a generated VOC-format dataset (written once to
 ``--data-root``) through the config's own training pipeline, its ``Resize`` set to exactly
@@ -283,12 +284,31 @@ def _build_loader(args, cfg, samples_per_gpu):
                             seed=args.seed, shuffle=True)
 
 
+def _bench_run(args, cfg, max_iters, device):
+    """The training run of ``cfg`` as ``ckptzoo.apis.build_training`` assembles it for
+    ``tools/train.py``, on the generated data, for ``max_iters`` iterations, with no
+    checkpoints, logs or lr schedule (they would only add noise to the step)."""
+    import tempfile as _tempfile
+
+    from ckptzoo.apis import build_training
+    from ckptzoo.datasets import build_dataset
+    cfg.runner = dict(type='IterBasedRunner', max_iters=max_iters)
+    cfg.workflow = [('train', max_iters)]
+    cfg.lr_config = cfg.checkpoint_config = cfg.log_config = None
+    cfg.custom_hooks = None
+    cfg.device = device
+    cfg.seed = args.seed
+    cfg.data.workers_per_gpu = 0
+    cfg.data.pop('train_dataloader', None)
+    cfg.work_dir = _tempfile.mkdtemp(prefix='ckptzoo_bench_')
+    dataset = build_dataset(_dataset_cfg(args, cfg))
+    return build_training(cfg, datasets=[dataset], logger=_Quiet())
+
+
 def run_variant(args, variant):
     """One variant of the config through the real runner and optimizer hook."""
     import torch
-    from ckptzoo.apis import apply_checkpoint_plan, select_optimizer_hook, set_random_seed
-    from ckptzoo.registry import build_model, build_optimizer
-    from ckptzoo.runner import IterBasedRunner
+    from ckptzoo.apis import set_random_seed
     from ckptzoo.runner.hooks import Hook
 
     torch.backends.cudnn.benchmark = False
@@ -296,18 +316,9 @@ def run_variant(args, variant):
     device = _device(args)
     cfg = _load_config(args)
     k = _variant_cfg(cfg, variant, args.batch)
-    loader = _build_loader(args, cfg, cfg.data.samples_per_gpu)
-    model = build_model(cfg.model)
-    if hasattr(model, 'init_weights'):
-        model.init_weights()
-    apply_checkpoint_plan(model, cfg)
-    model = model.to(device)
-    optimizer = build_optimizer(model, cfg.optimizer)
     meter = Meter(device, args.warmup, args.iters, k)
-    runner = IterBasedRunner(model, optimizer=optimizer, logger=_Quiet(),
-                             max_iters=meter.total_iters)
-    hook_cfg = select_optimizer_hook(cfg.get('optimizer_config'), cfg.get('fp16'))
-    runner.register_training_hooks(None, hook_cfg, timer_config=None)
+    run = _bench_run(args, cfg, meter.total_iters, device)
+    runner = run.runner
 
     class Start(Hook):  # before every other hook; its after_train_iter ends the forward
         def before_train_iter(self, runner):
@@ -322,8 +333,8 @@ def run_variant(args, variant):
 
     runner.register_hook(Start(), 'HIGHEST')
     runner.register_hook(End(), 'LOWEST')
-    runner.run([loader], [('train', meter.total_iters)])
-    return dict(meter.result(), optimizer_hook=hook_cfg['type'],
+    runner.run(run.data_loaders, run.workflow)
+    return dict(meter.result(), optimizer_hook=run.optimizer_config['type'],
                 samples_per_gpu=cfg.data.samples_per_gpu, cumulative_iters=k)
 
 

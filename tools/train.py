@@ -1,6 +1,5 @@
 """Train a model from a config file (mmdet 2.x's tools/train.py)."""
 import argparse
-import copy
 import os
 import os.path as osp
 import sys
@@ -12,9 +11,8 @@ import torch  # noqa: E402
 from mmengine.config import Config, DictAction  # noqa: E402
 
 import ckptzoo  # noqa: E402
-from ckptzoo.apis import prepare_synthetic_data, set_random_seed, train_model  # noqa: E402
-from ckptzoo.datasets import build_dataset  # noqa: E402
-from ckptzoo.registry import build_model  # noqa: E402
+from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
+                          prepare_synthetic_data, set_random_seed, train_model)
 from ckptzoo.runner import init_dist  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.utils.logger import get_root_logger  # noqa: E402
@@ -124,15 +122,8 @@ def main(argv=None):
     meta['exp_name'] = osp.basename(args.config)
 
     prepare_synthetic_data(cfg, distributed)
-    model = build_model(cfg.model, default_args=_model_defaults(cfg))
-    if hasattr(model, 'init_weights'):
-        model.init_weights()
-
-    datasets = [build_dataset(cfg.data.train)]
-    if len(cfg.workflow) == 2:
-        val_dataset = copy.deepcopy(cfg.data.val)
-        val_dataset.pipeline = cfg.data.train.get('pipeline', val_dataset.get('pipeline'))
-        datasets.append(build_dataset(val_dataset))
+    model = build_train_model(cfg)
+    datasets = build_train_datasets(cfg)
     if hasattr(datasets[0], 'CLASSES'):
         meta['CLASSES'] = list(datasets[0].CLASSES)
         model.CLASSES = datasets[0].CLASSES
@@ -140,15 +131,6 @@ def main(argv=None):
                 timestamp=timestamp, meta=meta, logger=logger)
     if distributed:
         torch.distributed.destroy_process_group()
-
-
-def _model_defaults(cfg):
-    """mmdet 2.x configs may keep train_cfg / test_cfg at the top level."""
-    defaults = {}
-    for key in ('train_cfg', 'test_cfg'):
-        if cfg.get(key) is not None and key not in cfg.model:
-            defaults[key] = cfg.get(key)
-    return defaults or None
 
 
 if __name__ == '__main__':

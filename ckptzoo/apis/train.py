@@ -1,10 +1,13 @@
 """mmdet 2.x's ``train_detector`` for any ckptzoo model: data loaders, device / DDP, optimizer,
-runner, hooks, resume, run. ``tools/train.py`` is a thin command line over it."""
+runner, hooks, resume, run. ``tools/train.py`` is a thin command line over it; the assembly
+(:func:`build_training`) exists once and is shared with the memory planner and the benchmarks."""
+import copy
 import glob
 import os.path as osp
 import random
 import re
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -14,7 +17,9 @@ from ..runner import EpochBasedRunner, MMDistributedDataParallel
 from ..runner.hooks import Hook
 
 __all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
-           'prepare_synthetic_data', 'auto_scale_lr', 'apply_checkpoint_plan']
+           'prepare_synthetic_data', 'auto_scale_lr', 'apply_checkpoint_plan',
+           'model_defaults', 'build_train_model', 'build_train_datasets', 'TrainingRun',
+           'build_training']
 
 _OPTIMIZER_HOOKS = ('OptimizerHook', 'Fp16OptimizerHook', 'GradientCumulativeOptimizerHook',
                     'GradientCumulativeFp16OptimizerHook')
@@ -148,13 +153,73 @@ def apply_checkpoint_plan(model, cfg, distributed=False):
                 'find_unused_parameters=False.')
 
 
-def train_model(model, dataset, cfg, distributed=False, validate=False, timestamp=None,
-                meta=None, logger=None):
-    """Train ``model`` on ``dataset`` (a dataset or a list, one per workflow phase)."""
+def model_defaults(cfg):
+    """mmdet 2.x configs may keep train_cfg / test_cfg at the top level."""
+    defaults = {}
+    for key in ('train_cfg', 'test_cfg'):
+        if cfg.get(key) is not None and key not in cfg.model:
+            defaults[key] = cfg.get(key)
+    return defaults or None
+
+
+def build_train_model(cfg):
+    """The model of ``cfg.model``, its weights initialised (``init_cfg`` / ``init_weights``).
+    ``with_cp='auto'`` is checked (it needs ``memory_budget``) and left to the planner."""
+    from ..memory.planner import planning_requested
+    from ..registry import build_model
+    planning_requested(cfg)
+    model = build_model(cfg.model, default_args=model_defaults(cfg))
+    if hasattr(model, 'init_weights'):
+        model.init_weights()
+    return model
+
+
+def build_train_datasets(cfg):
+    """``[train dataset]``, plus the val set through the train pipeline for a two-phase
+    workflow (mmdet 2.x's tools/train.py)."""
+    from ..datasets import build_dataset
+    datasets = [build_dataset(cfg.data.train)]
+    if len(cfg.workflow) == 2:
+        val_dataset = copy.deepcopy(cfg.data.val)
+        val_dataset.pipeline = cfg.data.train.get('pipeline', val_dataset.get('pipeline'))
+        datasets.append(build_dataset(val_dataset))
+    return datasets
+
+
+@dataclass
+class TrainingRun:
+    """What :func:`build_training` assembles: ``runner.run(data_loaders, workflow)`` trains."""
+
+    runner: object
+    data_loaders: list
+    workflow: list
+    optimizer_config: dict
+    distributed: bool = False
+
+    @property
+    def model(self):
+        return self.runner.model
+
+    @property
+    def optimizer(self):
+        return self.runner.optimizer
+
+
+def build_training(cfg, model=None, datasets=None, distributed=False, validate=False,
+                   timestamp=None, meta=None, logger=None):
+    """The one assembly of a training run from a config: model (built from ``cfg.model`` when
+    not given), data loaders (datasets from ``cfg.data`` when not given), device / DDP,
+    optimizer, runner, optimizer hook (:func:`select_optimizer_hook`), lr / checkpoint / log /
+    custom hooks and evaluation. ``tools/train.py``, the memory planner and the benchmarks all
+    build their step here, so they measure the step that trains."""
     from ..datasets import build_dataloader, build_dataset
     from ..runner.hooks import DistEvalHook, DistSamplerSeedHook, EvalHook
 
-    dataset = dataset if isinstance(dataset, (list, tuple)) else [dataset]
+    if model is None:
+        model = build_train_model(cfg)
+    if datasets is None:
+        datasets = build_train_datasets(cfg)
+    dataset = datasets if isinstance(datasets, (list, tuple)) else [datasets]
     runner_cfg = cfg.get('runner')
     if runner_cfg is None:
         if 'total_epochs' not in cfg:
@@ -209,13 +274,23 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
         eval_cfg['by_epoch'] = runner_cfg['type'] != 'IterBasedRunner'
         hook_cls = DistEvalHook if distributed else EvalHook
         runner.register_hook(hook_cls(val_loader, **eval_cfg), priority='LOW')
+    return TrainingRun(runner, data_loaders, cfg.workflow, optimizer_config, distributed)
 
+
+def train_model(model, dataset, cfg, distributed=False, validate=False, timestamp=None,
+                meta=None, logger=None):
+    """Train ``model`` on ``dataset`` (a dataset or a list, one per workflow phase)."""
+    run = build_training(cfg, model, dataset, distributed=distributed, validate=validate,
+                         timestamp=timestamp, meta=meta, logger=logger)
+    runner = run.runner
     resume_from = cfg.get('resume_from')
     if resume_from is None and cfg.get('auto_resume'):
         resume_from = find_latest_checkpoint(cfg.work_dir)
+    from ..memory.planner import plan_training
+    plan_training(run, cfg, logger=runner.logger, resume=bool(resume_from))
     if resume_from:
         runner.resume(resume_from)
     elif cfg.get('load_from'):
         runner.load_checkpoint(cfg.load_from)
-    runner.run(data_loaders, cfg.workflow)
+    runner.run(run.data_loaders, run.workflow)
     return runner

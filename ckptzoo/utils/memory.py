@@ -72,6 +72,8 @@ class LiveTensorTracker(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self._sizes = {}
+        self._tags = {}
+        self.tag = None  # storages first seen while it is set are attributed to it
         self._finalizers = {}
         self._lock = threading.RLock()  # a finaliser may fire (GC) inside _add
         self.live_bytes = 0
@@ -90,6 +92,16 @@ class LiveTensorTracker(TorchDispatchMode):
     def reset_peak(self):
         self.peak_bytes = self.live_bytes
 
+    def live_bytes_by_tag(self):
+        """``{tag: live bytes}`` of the storages alive now, by the ``tracker.tag`` in force
+        when each was first seen (how the memory planner attributes memory to units)."""
+        with self._lock:
+            out = {}
+            for key, nbytes in self._sizes.items():
+                tag = self._tags.get(key)
+                out[tag] = out.get(tag, 0) + nbytes
+            return out
+
     def _add(self, tensor):
         if tensor.device.type == 'meta' or tensor.is_sparse:
             return
@@ -103,6 +115,7 @@ class LiveTensorTracker(TorchDispatchMode):
             old = self._sizes.get(key)
             if old is None:
                 self._sizes[key] = nbytes
+                self._tags[key] = self.tag
                 self._finalizers[key] = weakref.finalize(storage, self._free, key)
                 self.live_bytes += nbytes
             elif old != nbytes:
@@ -114,6 +127,7 @@ class LiveTensorTracker(TorchDispatchMode):
     def _free(self, key):
         with self._lock:
             nbytes = self._sizes.pop(key, None)
+            self._tags.pop(key, None)
             self._finalizers.pop(key, None)
             if nbytes is not None:
                 self.live_bytes -= nbytes
@@ -132,6 +146,7 @@ class LiveTensorTracker(TorchDispatchMode):
                 fin.detach()
             self._finalizers.clear()
             self._sizes.clear()
+            self._tags.clear()
         return result
 
 

@@ -77,3 +77,18 @@ def test_tracks_modules_optimizers_and_gradients():
     with LiveTensorTracker() as tracker:
         live = tracker.track(lin, opt)
     assert live == (55 + 55 + 55) * F32         # parameters, gradients, momentum
+
+
+def test_live_bytes_by_tag():
+    x = torch.ones(10)
+    with LiveTensorTracker() as tracker:
+        tracker.track(x)
+        tracker.tag = 'a'
+        a = x * 2          # 40 bytes, tagged 'a'
+        tmp = x + 1        # freed below
+        tracker.tag = 'b'
+        b = torch.cat([a, a])  # 80 bytes, tagged 'b'
+        tracker.tag = None
+        del tmp
+        assert tracker.live_bytes_by_tag() == {None: 40, 'a': 40, 'b': 80}
+    assert a.shape == (10,) and b.shape == (20,)

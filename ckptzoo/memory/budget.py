@@ -1,0 +1,65 @@
+"""``memory_budget``: bytes from what a user writes in a config or on the command line."""
+import math
+import re
+
+__all__ = ['parse_budget', 'format_bytes', 'UNITS']
+
+#: unit -> bytes; decimal KB / MB / GB as disks and ``nvidia-smi`` count, binary KiB / MiB / GiB
+UNITS = {'B': 1, 'KB': 10 ** 3, 'MB': 10 ** 6, 'GB': 10 ** 9,
+         'KiB': 2 ** 10, 'MiB': 2 ** 20, 'GiB': 2 ** 30}
+_PATTERN = re.compile(r'^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?\s*([A-Za-z]*)\s*$')
+_ALLOWED = ("a number of bytes (612368384), a number with one of the units "
+            f"{', '.join(UNITS)} ('6GB', '5800MiB', '612368384B'), or a fraction in (0, 1] of "
+            "the device's memory (0.9)")
+
+
+def _device_total(device_total):
+    if device_total is not None:
+        return device_total
+    import torch
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    raise ValueError('a memory_budget given as a fraction of device memory needs a CUDA device; '
+                     'on a CPU give bytes or a size such as "6GB"')
+
+
+def parse_budget(value, device_total=None):
+    """The budget in bytes (an int).
+
+    ``value`` is an int or float of bytes, a string with an optional unit (B, KB, MB, GB
+    decimal; KiB, MiB, GiB binary), or a fraction in (0, 1] of ``device_total`` (by default the
+    current CUDA device's total memory). A float or unit-less string <= 1 is a fraction: no GPU
+    has one byte.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(f'memory_budget must be {_ALLOWED}, got {value!r}')
+    if isinstance(value, str):
+        match = _PATTERN.match(value)
+        if not match or (match.group(3) and match.group(3) not in UNITS):
+            hint = ''
+            if match and match.group(3).lower() in {u.lower() for u in UNITS}:
+                hint = ' (units are case-sensitive)'
+            raise ValueError(f'memory_budget must be {_ALLOWED}, got {value!r}{hint}')
+        number = float(match.group(1) + (f'e{match.group(2)}' if match.group(2) else ''))
+        unit = match.group(3)
+        if unit:
+            if number <= 0:
+                raise ValueError(f'memory_budget must be positive: {_ALLOWED}, got {value!r}')
+            return int(number * UNITS[unit])
+        value = number
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f'memory_budget must be positive: {_ALLOWED}, got {value!r}')
+    if value <= 1:
+        if isinstance(value, int):  # 1 byte is never meant
+            raise ValueError(f'memory_budget must be {_ALLOWED}, got {value!r}: one byte '
+                             'cannot hold a model (1.0 means all of the device memory)')
+        return int(value * _device_total(device_total))
+    return int(value)
+
+
+def format_bytes(nbytes):
+    """``'123.4 MiB'``: how budgets and peaks are printed."""
+    for unit, size in (('GiB', 2 ** 30), ('MiB', 2 ** 20), ('KiB', 2 ** 10)):
+        if abs(nbytes) >= size:
+            return f'{nbytes / size:.1f} {unit}'
+    return f'{int(nbytes)} B'

@@ -1,0 +1,135 @@
+"""What one probe step measured, as plain data: the input of the peak model and the solver.
+
+Memory is attributed to the *unit that made it*: a unit's ``kept[mode]`` is every storage it
+created during its forward that is still alive when the forward pass ends (its saved
+activations and, when a consumer keeps it, its output), counted once per storage, parameters
+left out. The input of a unit is the previous unit's output, so it is counted there, once.
+Everything that is not a unit (the batch, parameters, gradients, optimizer state, code between
+units such as losses) is in the per-point bases, which do not depend on the plan.
+"""
+from dataclasses import dataclass, field
+
+__all__ = ['MODES', 'UnitCost', 'CostTable', 'mode_key', 'mode_from_key']
+
+#: the checkpoint modes a unit can run in; ``None`` is plain autograd
+MODES = (None, 'full', 'selective', 'offload')
+
+
+def mode_key(mode):
+    """JSON object keys cannot be null: ``None`` is written ``'none'``."""
+    return 'none' if mode is None else mode
+
+
+def mode_from_key(key):
+    return None if key == 'none' else key
+
+
+@dataclass
+class UnitCost:
+    """One checkpoint unit, per mode (``None`` always present)."""
+
+    name: str
+    kept: dict                  # mode -> bytes still alive from this unit when forward ends
+    fwd_peak: dict              # mode -> bytes above the live bytes at its start, in its forward
+    bwd_peak: dict              # mode -> bytes above the live bytes when its backward starts
+    fwd_time: float = 0.0       # seconds, plain forward
+    recompute_time: dict = field(default_factory=dict)  # mode -> seconds added to a step
+
+    @property
+    def modes(self):
+        return tuple(m for m in MODES if m in self.kept)
+
+    def extra_time(self, mode):
+        if mode is None:
+            return 0.0
+        if mode == 'full' and mode not in self.recompute_time:
+            return self.fwd_time
+        return self.recompute_time.get(mode, 0.0)
+
+    def to_dict(self):
+        def keyed(d):
+            return {mode_key(m): v for m, v in d.items()}
+        return dict(name=self.name, kept=keyed(self.kept), fwd_peak=keyed(self.fwd_peak),
+                    bwd_peak=keyed(self.bwd_peak), fwd_time=self.fwd_time,
+                    recompute_time=keyed(self.recompute_time))
+
+    @classmethod
+    def from_dict(cls, d):
+        def unkeyed(x):
+            return {mode_from_key(k): v for k, v in x.items()}
+        return cls(d['name'], unkeyed(d['kept']), unkeyed(d['fwd_peak']),
+                   unkeyed(d['bwd_peak']), d.get('fwd_time', 0.0),
+                   unkeyed(d.get('recompute_time', {})))
+
+
+@dataclass
+class CostTable:
+    """Units in forward order and the plan-independent memory around them.
+
+    ``fwd_base[i]``: live bytes when unit ``i``'s forward starts, less the ``kept`` of the units
+    before it. ``bwd_base[i]``: live bytes when its backward starts, less the ``kept`` of the
+    units not yet differentiated (itself included). ``tail_peak``: the largest live bytes
+    between the last unit's forward and the first unit's backward (loss, head code), less all
+    ``kept``. ``step_peak``: the peak of the optimizer step (and of anything after backward).
+    ``step_time``: seconds of a plain step. ``chains``: ``(start, stop)`` index ranges whose
+    units run one after the other, the only place a segment may be formed. ``fixed``: named
+    plan-independent bytes (parameters, gradients, optimizer state, batch ...), for reports.
+    """
+
+    units: list
+    fwd_base: list
+    bwd_base: list
+    tail_peak: int = 0
+    step_peak: int = 0
+    step_time: float = 0.0
+    bwd_order: list = None
+    chains: list = None
+    fixed: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        n = len(self.units)
+        if len(self.fwd_base) != n or len(self.bwd_base) != n:
+            raise ValueError(f'fwd_base and bwd_base need one entry per unit ({n}), got '
+                             f'{len(self.fwd_base)} and {len(self.bwd_base)}')
+        for unit in self.units:
+            if None not in unit.kept:
+                raise ValueError(f'unit {unit.name!r} has no plain (None) cost')
+            for mode in unit.kept:
+                if mode not in MODES:
+                    raise ValueError(f'unit {unit.name!r}: unknown mode {mode!r}; allowed: '
+                                     f'{MODES}')
+        if self.bwd_order is None:
+            self.bwd_order = list(range(n - 1, -1, -1))
+        if sorted(self.bwd_order) != list(range(n)):
+            raise ValueError(f'bwd_order must be a permutation of range({n}), got '
+                             f'{self.bwd_order}')
+        if self.chains is None:
+            self.chains = [(0, n)] if n else []
+        self.chains = [tuple(c) for c in self.chains]
+
+    @property
+    def names(self):
+        return [u.name for u in self.units]
+
+    def index(self, name):
+        return self.names.index(name)
+
+    def chain_of(self, i):
+        """The ``(start, stop)`` chain holding unit ``i``, or None."""
+        for start, stop in self.chains:
+            if start <= i < stop:
+                return start, stop
+        return None
+
+    def to_dict(self):
+        return dict(units=[u.to_dict() for u in self.units], fwd_base=list(self.fwd_base),
+                    bwd_base=list(self.bwd_base), tail_peak=self.tail_peak,
+                    step_peak=self.step_peak, step_time=self.step_time,
+                    bwd_order=list(self.bwd_order), chains=[list(c) for c in self.chains],
+                    fixed=dict(self.fixed))
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls([UnitCost.from_dict(u) for u in d['units']], d['fwd_base'], d['bwd_base'],
+                   d.get('tail_peak', 0), d.get('step_peak', 0), d.get('step_time', 0.0),
+                   d.get('bwd_order'), d.get('chains'), d.get('fixed', {}))

@@ -1,0 +1,152 @@
+"""The peak model: the predicted peak bytes and step time of a plan over a :class:`CostTable`.
+
+A plan is a tuple of :class:`Group` covering the units in order. A group of one unit runs in
+any mode the unit has; a group of several consecutive units of one chain is a *segment*: one
+``'full'`` checkpoint that keeps only the segment's input, and recomputes the whole segment when
+its backward starts.
+
+The peak is the largest of
+* each unit's forward: the base, what the units before it keep, its own forward transient;
+* the tail (loss and head code between forward and backward): all that is kept, plus its excess;
+* each point of backward: the base, what the units not yet differentiated keep, the unit's own
+  kept bytes and its backward transient (its recompute and gradients). Inside a segment the
+  recomputed units keep their plain bytes until their own backward has run;
+* the optimizer step.
+"""
+from collections import namedtuple
+
+__all__ = ['Group', 'check_plan', 'kept_bytes', 'peak_points', 'predict_peak', 'predict_time',
+           'uniform_plan', 'plan_from_modes', 'plan_modes', 'plan_segments']
+
+Group = namedtuple('Group', 'start stop mode')
+
+
+def uniform_plan(table, mode):
+    """Every unit in ``mode`` (units without that mode stay plain)."""
+    return tuple(Group(i, i + 1, mode if mode in u.kept else None)
+                 for i, u in enumerate(table.units))
+
+
+def plan_from_modes(table, modes, segments=()):
+    """A plan from ``{unit name: mode}`` (missing names: plain) and ``[(first, last)]`` names."""
+    names = table.names
+    unknown = sorted(set(modes) - set(names))
+    if unknown:
+        raise KeyError(f'unknown checkpoint units {unknown}; known: {names}')
+    seg_at = {}
+    for first, last in segments:
+        a, b = names.index(first), names.index(last) + 1
+        if b - a < 2:
+            raise ValueError(f'a segment needs two or more units, got {first!r}..{last!r}')
+        seg_at[a] = b
+    groups, i = [], 0
+    while i < len(names):
+        if i in seg_at:
+            groups.append(Group(i, seg_at[i], 'full'))
+            i = seg_at[i]
+        else:
+            groups.append(Group(i, i + 1, modes.get(names[i])))
+            i += 1
+    plan = tuple(groups)
+    check_plan(table, plan)
+    return plan
+
+
+def plan_modes(table, plan):
+    """``{unit name: mode}``: the units of a segment are ``'full'``."""
+    return {table.units[i].name: g.mode for g in plan for i in range(g.start, g.stop)}
+
+
+def plan_segments(table, plan):
+    """``[[first unit name, last unit name]]`` of the segments of two or more units."""
+    return [[table.units[g.start].name, table.units[g.stop - 1].name]
+            for g in plan if g.stop - g.start > 1]
+
+
+def check_plan(table, plan):
+    i = 0
+    for g in plan:
+        if g.start != i or g.stop <= g.start:
+            raise ValueError(f'plan groups must cover the units in order, got {plan}')
+        if g.stop - g.start > 1:
+            chain = table.chain_of(g.start)
+            if g.mode != 'full' or chain is None or g.stop > chain[1]:
+                raise ValueError(f'a segment must be full and inside one chain '
+                                 f'{table.chains}, got {g}')
+        elif g.mode not in table.units[g.start].kept:
+            raise ValueError(f'unit {table.units[g.start].name!r} has no cost for mode '
+                             f'{g.mode!r}; measured: {table.units[g.start].modes}')
+        i = g.stop
+    if i != len(table.units):
+        raise ValueError(f'plan covers {i} of {len(table.units)} units')
+
+
+def _unit_kept(table, plan):
+    """Per unit, the bytes it keeps after the forward under ``plan``."""
+    kept = [0] * len(table.units)
+    for g in plan:
+        if g.stop - g.start == 1:
+            kept[g.start] = table.units[g.start].kept[g.mode]
+        else:  # a segment keeps its input (counted by its producer) and its last output
+            kept[g.stop - 1] = table.units[g.stop - 1].kept['full']
+    return kept
+
+
+def kept_bytes(table, plan):
+    """Bytes the units keep for backward under ``plan`` (the sum of the units' ``kept``)."""
+    return sum(_unit_kept(table, plan))
+
+
+def peak_points(table, plan):
+    """``[(label, bytes)]`` of every point of the step the peak is the maximum of."""
+    check_plan(table, plan)
+    units = table.units
+    kept = _unit_kept(table, plan)
+    group_of = {}
+    for g in plan:
+        for i in range(g.start, g.stop):
+            group_of[i] = g
+    points, prefix = [], 0
+    for i, u in enumerate(units):
+        g = group_of[i]
+        mode = g.mode if g.stop - g.start == 1 else 'full'
+        points.append((f'forward {u.name}', table.fwd_base[i] + prefix + u.fwd_peak[mode]))
+        prefix += kept[i]
+    points.append(('loss', prefix + table.tail_peak))
+    position = {i: p for p, i in enumerate(table.bwd_order)}
+    for p, i in enumerate(table.bwd_order):
+        g = group_of[i]
+        u = units[i]
+        still = sum(kept[k] for k in table.bwd_order[p + 1:])
+        if g.stop - g.start == 1:
+            points.append((f'backward {u.name}',
+                           table.bwd_base[i] + still + kept[i] + u.bwd_peak[g.mode]))
+            continue
+        # a segment: recomputed at once, its units keep their plain bytes until differentiated
+        outside = sum(kept[k] for k in table.bwd_order[p + 1:] if not g.start <= k < g.stop)
+        if i == g.stop - 1:  # the recompute forward, when the segment's backward starts
+            for k in range(g.start, g.stop):
+                points.append((f'recompute {units[k].name} (segment)',
+                               table.bwd_base[i] + outside + units[k].fwd_peak[None] +
+                               sum(units[j].kept[None] for j in range(g.start, k))))
+        inside = sum(units[k].kept[None] for k in range(g.start, i + 1)
+                     if position[k] >= p)
+        points.append((f'backward {u.name} (segment)',
+                       table.bwd_base[i] + outside + inside + u.bwd_peak[None]))
+    points.append(('optimizer step', table.step_peak))
+    return points
+
+
+def predict_peak(table, plan):
+    return max(b for _, b in peak_points(table, plan))
+
+
+def predict_time(table, plan):
+    """Seconds per step: the plain step plus each group's recompute."""
+    extra = 0.0
+    for g in plan:
+        if g.stop - g.start == 1:
+            extra += table.units[g.start].extra_time(g.mode)
+        else:
+            extra += sum(table.units[i].fwd_time for i in range(g.start, g.stop))
+    return table.step_time + extra

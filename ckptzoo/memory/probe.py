@@ -1,0 +1,380 @@
+"""The probe: one real training step per mode, at the worst-case input shape, recorded per unit.
+
+Every call of a checkpoint unit is instrumented while the probe runs: the live bytes and the
+time when its forward starts and ends, and (a hook on its output's gradient) when its backward
+starts. On CPU memory is exact: :class:`~ckptzoo.utils.memory.LiveTensorTracker` tags every
+storage with the unit whose forward made it, and what a unit keeps is the bytes of its storages
+still alive when the forward ends, which counts selective checkpointing's cache (held outside
+saved-tensor hooks) like any other memory. On CUDA the same points read
+``torch.cuda.memory_allocated`` / ``max_memory_allocated``, and a unit keeps the growth of
+allocated memory over its forward.
+"""
+import contextlib
+import time
+
+import torch
+
+from ..utils.memory import LiveTensorTracker
+from .cost_table import MODES, CostTable, UnitCost
+
+__all__ = ['worst_case_shape', 'probe_batch', 'train_step', 'measure_step', 'probe']
+
+
+# ------------------------------------------------------------------------------------------
+# the input
+# ------------------------------------------------------------------------------------------
+def _train_pipeline(cfg):
+    train = cfg.data.train
+    while 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
+        train = train.dataset
+    return list(train.get('pipeline') or cfg.get('train_pipeline') or [])
+
+
+def worst_case_shape(cfg):
+    """The largest padded ``(H, W)`` the training pipeline can give a batch, or None.
+
+    ``Resize`` with ``keep_ratio`` fits an image in ``(long, short)`` either way round, and a
+    batch is padded to its largest height and width, so a batch of a landscape and a portrait
+    image is ``long x long``: both orientations at once. ``Pad`` rounds up.
+    """
+    shape = None
+    for t in _train_pipeline(cfg):
+        kind = t.get('type')
+        if kind == 'Resize' and t.get('img_scale') is not None:
+            scales = t['img_scale']
+            scales = [scales] if isinstance(scales[0], (int, float)) else list(scales)
+            if t.get('keep_ratio', True):
+                side = max(max(s) for s in scales)
+                shape = (side, side) if len(scales) and t.get('keep_ratio', True) else shape
+            else:
+                shape = (max(s[1] for s in scales), max(s[0] for s in scales))
+        elif kind in ('RandomResizedCrop', 'CenterCrop', 'RandomCrop'):
+            size = t.get('size', t.get('crop_size'))
+            if size is not None:
+                size = (size, size) if isinstance(size, int) else tuple(size)
+                shape = (size[0], size[1])
+        elif kind == 'Pad' and shape is not None:
+            if t.get('size') is not None:
+                shape = tuple(max(a, b) for a, b in zip(shape, t['size']))
+            elif t.get('size_divisor'):
+                d = t['size_divisor']
+                shape = tuple(-(-s // d) * d for s in shape)
+    return shape
+
+
+def probe_batch(run, shape=None):
+    """One batch of the run's training loader, zero-padded to ``shape`` (default
+    :func:`worst_case_shape` of the config), on the model's device."""
+    from ..runner.utils import get_model_device, move_to_device
+    batch = next(iter(run.data_loaders[0]))
+    img = batch['img']
+    if shape is not None:
+        h, w = max(shape[0], img.shape[-2]), max(shape[1], img.shape[-1])
+        if (h, w) != tuple(img.shape[-2:]):
+            padded = img.new_zeros(img.shape[:-2] + (h, w))
+            padded[..., :img.shape[-2], :img.shape[-1]] = img
+            batch['img'] = padded
+            for meta in batch.get('img_metas', []):
+                meta['pad_shape'] = (h, w, img.shape[1])
+                meta['batch_input_shape'] = (h, w)
+    return move_to_device(batch, get_model_device(run.runner.model))
+
+
+# ------------------------------------------------------------------------------------------
+# one step
+# ------------------------------------------------------------------------------------------
+def _optimizer_hook(runner):
+    from ..runner.hooks.optimizer import OptimizerHook
+    for hook in runner.hooks:
+        if isinstance(hook, OptimizerHook):
+            return hook
+    raise RuntimeError('the training run has no optimizer hook')
+
+
+def train_step(run, batch, on_forward_end=None):
+    """The step ``runner.run`` makes: ``model.train_step`` and the optimizer hook's backward,
+    clipping and step; it always steps and divides the loss by ``cumulative_iters``, whatever
+    the runner's position (the planner steps outside the training loop)."""
+    runner = run.runner
+    hook = _optimizer_hook(runner)
+    runner.outputs = runner.model.train_step(batch, runner.optimizer)
+    if on_forward_end is not None:
+        on_forward_end()
+    hook.is_step_iter = lambda r: True
+    hook.loss_factor = lambda r: hook.cumulative_iters
+    try:
+        hook.after_train_iter(runner)
+    finally:
+        del hook.is_step_iter, hook.loss_factor
+    runner.outputs = None
+
+
+def _cuda(run):
+    from ..runner.utils import get_model_device
+    return get_model_device(run.runner.model).type == 'cuda'
+
+
+def _tracked(run, batch):
+    runner = run.runner
+    return (runner.model, runner.optimizer, batch)
+
+
+def measure_step(run, batch):
+    """``(peak bytes, seconds)`` of one step with the plan in force: the exact live-tensor
+    peak on CPU, ``max_memory_allocated`` on CUDA."""
+    if _cuda(run):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        train_step(run, batch)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated(), time.perf_counter() - t0
+    with LiveTensorTracker() as tracker:
+        tracker.track(_tracked(run, batch))
+        t0 = time.perf_counter()
+        train_step(run, batch)
+        seconds = time.perf_counter() - t0
+    return tracker.peak_bytes, seconds
+
+
+# ------------------------------------------------------------------------------------------
+# the recorder
+# ------------------------------------------------------------------------------------------
+class _Recorder:
+    """Events ``(kind, unit, live bytes, peak since the previous event, time)``."""
+
+    def __init__(self, names, cuda, tracker=None):
+        self.names = names        # id(CheckpointUnit) -> name
+        self.cuda = cuda
+        self.tracker = tracker
+        self.events = []
+        self.forward = True
+        self.bwd_started = set()
+        self.kept = {}
+
+    def _live(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            return torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated()
+        return self.tracker.live_bytes, self.tracker.peak_bytes
+
+    def event(self, kind, unit=None):
+        live, peak = self._live()
+        self.events.append((kind, unit, live, peak, time.perf_counter()))
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            self.tracker.reset_peak()
+
+    def unit_call(self, original):
+        recorder = self
+
+        def call(unit, function, *args, module=None):
+            name = recorder.names.get(id(unit))
+            if name is None or not recorder.forward or not torch.is_grad_enabled():
+                return original(unit, function, *args, module=module)
+            recorder.event('fstart', name)
+            if recorder.tracker is not None:
+                recorder.tracker.tag = name
+            try:
+                out = original(unit, function, *args, module=module)
+            finally:
+                if recorder.tracker is not None:
+                    recorder.tracker.tag = None
+            recorder.event('fend', name)
+            for t in _tensors(out):
+                if t.requires_grad:
+                    t.register_hook(recorder._bwd_hook(name))
+            return out
+        return call
+
+    def _bwd_hook(self, name):
+        def hook(grad):
+            if name not in self.bwd_started:
+                self.bwd_started.add(name)
+                self.event('bstart', name)
+        return hook
+
+    def forward_end(self):
+        self.event('loss')
+        self.forward = False
+        if self.tracker is not None:
+            self.kept = self.tracker.live_bytes_by_tag()
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(x)
+
+
+@contextlib.contextmanager
+def _instrumented(recorder):
+    from ..models.checkpointing.plan import CheckpointUnit
+    original = CheckpointUnit.__call__
+    CheckpointUnit.__call__ = recorder.unit_call(original)
+    try:
+        yield
+    finally:
+        CheckpointUnit.__call__ = original
+
+
+def _record_step(run, batch, names):
+    """One instrumented step: the recorder with its events."""
+    cuda = _cuda(run)
+    optimizer = run.runner.optimizer
+    with contextlib.ExitStack() as stack:
+        tracker = None
+        if not cuda:
+            tracker = stack.enter_context(LiveTensorTracker())
+            tracker.track(_tracked(run, batch))
+        else:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        recorder = _Recorder(names, cuda, tracker)
+        recorder.event('begin')
+        handle = optimizer.register_step_pre_hook(lambda *a: recorder.event('step'))
+        stack.callback(handle.remove)
+        stack.enter_context(_instrumented(recorder))
+        train_step(run, batch, on_forward_end=recorder.forward_end)
+        recorder.event('end')
+    return recorder
+
+
+def _analyse(recorder, order):
+    """Per unit ``(kept, fwd_peak, bwd_peak, fwd_time, bwd_time)``, plus the bases, the tail
+    and the step of one recorded step."""
+    ev = recorder.events
+    idx = {(k, u): i for i, (k, u, *_) in enumerate(ev) if u is not None}
+    n = len(order)
+    kept = []
+    for name in order:
+        if recorder.cuda:  # growth over its forward
+            kept.append(max(0, ev[idx[('fend', name)]][2] - ev[idx[('fstart', name)]][2]))
+        else:
+            kept.append(recorder.kept.get(name, 0))
+
+    def peak_in(a, b):  # the largest live bytes between events a and b (indices, a < b)
+        return max(e[3] for e in ev[a + 1:b + 1])
+
+    fwd_peak, fwd_base, fwd_time = [], [], []
+    prev = 0
+    for i, name in enumerate(order):
+        s, e = idx[('fstart', name)], idx[('fend', name)]
+        fwd_peak.append(peak_in(prev, e) - ev[s][2])
+        fwd_base.append(ev[s][2] - sum(kept[:i]))
+        fwd_time.append(ev[e][4] - ev[s][4])
+        prev = e
+    loss = next(i for i, e in enumerate(ev) if e[0] == 'loss')
+    bstarts = [i for i, e in enumerate(ev) if e[0] == 'bstart']
+    first_b = bstarts[0] if bstarts else len(ev) - 1
+    tail = peak_in(prev, max(loss, first_b)) - sum(kept)
+    step = next((i for i, e in enumerate(ev) if e[0] == 'step'), None)
+    bwd_end = step if step is not None else len(ev) - 1
+    bwd_order = [order.index(ev[i][1]) for i in bstarts]
+    bwd_order += [i for i in range(n - 1, -1, -1) if i not in bwd_order]
+    bwd_peak, bwd_base, bwd_time = [0] * n, [0] * n, [0.0] * n
+    for p, b in enumerate(bstarts):
+        i = order.index(ev[b][1])
+        nxt = bstarts[p + 1] if p + 1 < len(bstarts) else bwd_end
+        still = sum(kept[k] for k in bwd_order[p:])
+        bwd_peak[i] = peak_in(b, nxt) - ev[b][2]
+        bwd_base[i] = ev[b][2] - still
+        bwd_time[i] = ev[nxt][4] - ev[b][4]
+    step_peak = peak_in(bwd_end, len(ev) - 1) if step is not None else 0
+    return dict(kept=kept, fwd_peak=fwd_peak, fwd_base=fwd_base, fwd_time=fwd_time,
+                tail=tail, bwd_order=bwd_order, bwd_peak=bwd_peak, bwd_base=bwd_base,
+                bwd_time=bwd_time, step_peak=step_peak,
+                step_time=ev[-1][4] - ev[0][4], peak=max(e[3] for e in ev))
+
+
+def _unwrap(model):
+    return getattr(model, 'module', model)
+
+
+def _set_modes(model, mode, names):
+    """Set every unit that accepts ``mode``; the names that do."""
+    accepted = []
+    for name in names:
+        try:
+            model.set_checkpoint_plan({name: mode})
+            accepted.append(name)
+        except ValueError:
+            pass
+    return accepted
+
+
+def probe(run, batch, modes=MODES, chains=None):
+    """The :class:`CostTable` of the run's model on ``batch``: one warm-up step (optimizer
+    state as in every later step), then one recorded step per mode. The plan in force is
+    restored afterwards."""
+    model = _unwrap(run.runner.model)
+    units = model.checkpoint_units()
+    order = list(units)
+    names = {id(u): n for n, u in units.items()}
+    saved = model.checkpoint_plan()
+    model.set_checkpoint_plan({'*': None})
+    train_step(run, batch)
+    records = {}
+    try:
+        for mode in modes:
+            model.set_checkpoint_plan({'*': None})
+            accepted = set(_set_modes(model, mode, order)) if mode is not None else set(order)
+            rec = _record_step(run, batch, names)
+            missing = [n for n in order if ('fstart', n) not in
+                       {(k, u) for k, u, *_ in rec.events}]
+            if missing:
+                raise RuntimeError(f'checkpoint units {missing} did not run in the probe step: '
+                                   'the unit list and the forward disagree')
+            records[mode] = (_analyse(rec, order), accepted)
+    finally:
+        model.set_checkpoint_plan(dict(saved))
+    plain = records[None][0]
+    unit_costs = []
+    for i, name in enumerate(order):
+        cost = UnitCost(name, {}, {}, {}, fwd_time=plain['fwd_time'][i])
+        for mode, (r, accepted) in records.items():
+            if name not in accepted:
+                continue
+            cost.kept[mode] = r['kept'][i]
+            cost.fwd_peak[mode] = max(0, r['fwd_peak'][i])
+            cost.bwd_peak[mode] = max(0, r['bwd_peak'][i])
+            if mode not in (None, 'full'):  # 'full' recomputes one forward: fwd_time
+                # the difference of two timed steps; bounded by a full recompute, since a
+                # shared machine's noise can be larger than the cost itself
+                extra = (r['fwd_time'][i] - plain['fwd_time'][i] +
+                         r['bwd_time'][i] - plain['bwd_time'][i])
+                cost.recompute_time[mode] = min(max(1e-6, extra), plain['fwd_time'][i]) \
+                    if mode == 'selective' else max(1e-6, extra)
+        unit_costs.append(cost)
+    # the plan-independent memory: the largest any probe saw (errors can only over-estimate)
+    table = CostTable(
+        unit_costs,
+        fwd_base=[max(r['fwd_base'][i] for r, _ in records.values()) for i in range(len(order))],
+        bwd_base=[max(r['bwd_base'][i] for r, _ in records.values()) for i in range(len(order))],
+        tail_peak=max(r['tail'] for r, _ in records.values()),
+        step_peak=max(r['step_peak'] for r, _ in records.values()),
+        step_time=plain['step_time'], bwd_order=plain['bwd_order'], chains=chains or [],
+        fixed=_fixed_bytes(run, batch))
+    return table
+
+
+def _fixed_bytes(run, batch):
+    model, optimizer = run.runner.model, run.runner.optimizer
+
+    def total(tensors):
+        seen = {}
+        for t in tensors:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return sum(seen.values())
+    params = [p for p in model.parameters()]
+    return dict(parameters=total(params), buffers=total(model.buffers()),
+                gradients=total(p for p in params if p.requires_grad),
+                optimizer_state=total(t for s in optimizer.state.values() for t in s.values()
+                                      if isinstance(t, torch.Tensor)),
+                batch=total(_tensors(batch)))

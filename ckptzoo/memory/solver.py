@@ -1,0 +1,254 @@
+"""The solver: the fastest plan whose predicted peak fits a budget.
+
+Exhaustive search when the plans are few; otherwise a dynamic program over the chain of units
+in forward order (the shape of checkmate / rotor's chain solvers). Every constraint of the peak
+model is "a base, plus what the units before this point keep, plus something local", so a
+partial plan matters to the rest only through the bytes it keeps: the program keeps, per
+position, the partial plans not dominated in (bytes kept, time, peak so far), and is exact when
+the backward runs in reverse forward order (checked; otherwise the not-yet-differentiated later
+units are counted at their largest ``kept``, which can only over-estimate). Partial plans are
+compared on (bytes kept, time): the fastest plan is exact; among plans of equal time the lower
+peak is preferred. Every mode but plain costs at least 1 us, so the peak chosen never rises as
+the budget falls.
+"""
+import math
+from collections import namedtuple
+
+from .peak import Group, check_plan, predict_peak, predict_time
+
+__all__ = ['Solution', 'InfeasibleBudget', 'solve', 'minimum_peak', 'pareto_front',
+           'exhaustive_search', 'chen_sqrt_plan', 'count_plans']
+
+Solution = namedtuple('Solution', 'plan peak time method')
+
+_INF = float('inf')
+
+
+class InfeasibleBudget(ValueError):
+    """No plan fits: ``minimum`` is the :class:`Solution` with the smallest predicted peak."""
+
+    def __init__(self, budget, minimum, message=None):
+        from .budget import format_bytes
+        self.budget = budget
+        self.minimum = minimum
+        super().__init__(message or (
+            f'no checkpoint plan fits memory_budget={budget} B ({format_bytes(budget)}): the '
+            f'smallest predicted peak is {minimum.peak} B ({format_bytes(minimum.peak)}), '
+            f'reached by {_describe(minimum.plan)}'))
+
+
+def _describe(plan):
+    modes = {}
+    for g in plan:
+        key = 'segments' if g.stop - g.start > 1 else str(g.mode)
+        modes[key] = modes.get(key, 0) + 1
+    return 'a plan of ' + ', '.join(f'{v} {k}' for k, v in sorted(modes.items()))
+
+
+def _groups_at(table, i, modes, segments):
+    """The groups a plan can start at unit ``i``."""
+    unit = table.units[i]
+    for mode in unit.modes:
+        if modes is None or mode in modes:
+            yield Group(i, i + 1, mode)
+    chain = table.chain_of(i) if segments else None
+    if chain is not None and (modes is None or 'full' in modes):
+        for stop in range(i + 2, chain[1] + 1):
+            if 'full' in table.units[stop - 1].kept:
+                yield Group(i, stop, 'full')
+
+
+def count_plans(table, modes=None, segments=True):
+    n = len(table.units)
+    counts = [0] * n + [1]
+    for i in range(n - 1, -1, -1):
+        counts[i] = sum(counts[g.stop] for g in _groups_at(table, i, modes, segments))
+    return counts[0]
+
+
+def exhaustive_search(table, budget=_INF, modes=None, segments=True, objective='time'):
+    """Every plan, evaluated with the peak model (small tables and tests)."""
+    best, best_key = None, None
+    n = len(table.units)
+
+    def visit(i, groups):
+        nonlocal best, best_key
+        if i == n:
+            plan = tuple(groups)
+            peak = predict_peak(table, plan)
+            if peak > budget:
+                return
+            t = _plan_us(table, plan)
+            key = (t, peak) if objective == 'time' else (peak, t)
+            if best_key is None or key < best_key:
+                best, best_key = Solution(plan, peak, predict_time(table, plan), 'exhaustive'), key
+            return
+        for g in _groups_at(table, i, modes, segments):
+            groups.append(g)
+            visit(g.stop, groups)
+            groups.pop()
+
+    visit(0, [])
+    return best
+
+
+def _us(seconds):
+    """Times compared as integer microseconds: sums in any order tie exactly."""
+    return int(round(seconds * 1e6))
+
+
+def _group_us(table, g):
+    units = table.units
+    if g.stop - g.start > 1:
+        return sum(_us(units[k].fwd_time) for k in range(g.start, g.stop))
+    if g.mode is None:
+        return 0
+    return max(1, _us(units[g.start].extra_time(g.mode)))
+
+
+def _plan_us(table, plan):
+    return sum(_group_us(table, g) for g in plan)
+
+
+def _transitions(table, modes, segments):
+    """Per start unit, ``[(group, bytes it keeps, c, extra time in us)]``: every point of the
+    group is ``prefix + c`` where ``prefix`` is what the units before it keep."""
+    n, units = len(table.units), table.units
+    position = {i: p for p, i in enumerate(table.bwd_order)}
+    # later units still holding memory when unit i is differentiated (none in a chain)
+    max_kept = [max(u.kept.values()) for u in units]
+    later = [sum(max_kept[k] for k in range(i + 1, n) if position[k] > position[i])
+             for i in range(n)]
+    out = []
+    for i in range(n):
+        moves = []
+        for g in _groups_at(table, i, modes, segments):
+            if g.stop - g.start == 1:
+                u = units[i]
+                kept = u.kept[g.mode]
+                c = max(table.fwd_base[i] + u.fwd_peak[g.mode],
+                        table.bwd_base[i] + later[i] + kept + u.bwd_peak[g.mode])
+                moves.append((g, kept, c, _group_us(table, g)))
+                continue
+            last = g.stop - 1
+            c = max(table.fwd_base[k] + units[k].fwd_peak['full'] for k in range(i, g.stop))
+            inside = 0
+            for k in range(i, g.stop):
+                c = max(c, table.bwd_base[last] + later[last] + inside + units[k].fwd_peak[None])
+                inside += units[k].kept[None]
+                c = max(c, table.bwd_base[k] + later[k] + inside + units[k].bwd_peak[None])
+            moves.append((g, units[last].kept['full'], c, _group_us(table, g)))
+        out.append(moves)
+    return out
+
+
+def _prune(states, grid):
+    """States not dominated in (bytes kept, objective); ``grid`` > 1 merges nearby bytes."""
+    states.sort(key=lambda s: (s[0] // grid, s[1], s[2]))
+    kept, best = [], None
+    for s in states:
+        if best is None or s[1] < best:
+            kept.append(s)
+            best = s[1]
+    return kept
+
+
+def _program(table, budget, modes, segments, max_states, objective):
+    """The dynamic program. A state is ``(bytes kept, objective, tie-break, peak, time,
+    groups)``; the objective is the time in us (tie-break: the peak) or the peak (tie-break:
+    the time). Returns the best final state or None."""
+    moves = _transitions(table, modes, segments)
+    n = len(table.units)
+    fronts = [[] for _ in range(n + 1)]
+    fronts[0] = [(0, 0, 0, 0, 0, None)]
+    for i in range(n + 1):
+        front = _prune(fronts[i], 1)
+        if len(front) > max_states:  # rotor-style discretisation of the bytes kept
+            front = _prune(front, max(1, front[-1][0] // max_states))
+        fronts[i] = None
+        if i == n:
+            break
+        for g, add, c, extra in moves[i]:
+            target = fronts[g.stop]
+            for kept, _, _, peak, time, groups in front:
+                peak = max(peak, kept + c)
+                if peak > budget:
+                    continue
+                time += extra
+                key = (time, peak) if objective == 'time' else (peak, time)
+                target.append((kept + add, key[0], key[1], peak, time, (g, groups)))
+    best = None
+    for kept, _, _, peak, time, groups in front:
+        peak = max(peak, kept + table.tail_peak, table.step_peak)
+        if peak > budget:
+            continue
+        key = (time, peak) if objective == 'time' else (peak, time)
+        if best is None or key < best[0]:
+            best = (key, groups)
+    if best is None:
+        return None
+    plan, groups = [], best[1]
+    while groups is not None:
+        plan.append(groups[0])
+        groups = groups[1]
+    plan = tuple(reversed(plan))
+    check_plan(table, plan)
+    return Solution(plan, predict_peak(table, plan), predict_time(table, plan),
+                    'dynamic program')
+
+
+def solve(table, budget, modes=None, segments=True, exhaustive_limit=20000, max_states=20000):
+    """The fastest plan with predicted peak <= ``budget`` bytes (ties: the lower peak).
+
+    ``modes``: the modes allowed (default: every mode each unit was measured in);
+    ``segments``: allow multi-unit segments. Raises :class:`InfeasibleBudget` with the
+    minimum-peak plan when nothing fits.
+    """
+    if count_plans(table, modes, segments) <= exhaustive_limit:
+        best = exhaustive_search(table, budget, modes, segments)
+    else:
+        best = _program(table, budget, modes, segments, max_states, 'time')
+    if best is None:
+        raise InfeasibleBudget(budget, minimum_peak(table, modes, segments, exhaustive_limit,
+                                                    max_states))
+    return best
+
+
+def minimum_peak(table, modes=None, segments=True, exhaustive_limit=20000, max_states=20000):
+    """The plan with the smallest predicted peak (ties: the faster)."""
+    if count_plans(table, modes, segments) <= exhaustive_limit:
+        return exhaustive_search(table, modes=modes, segments=segments, objective='peak')
+    return _program(table, _INF, modes, segments, max_states, 'peak')
+
+
+def pareto_front(table, budgets, modes=None, segments=True):
+    """``[Solution or None]``: the solver's plan at each budget (None where nothing fits)."""
+    out = []
+    for budget in budgets:
+        try:
+            out.append(solve(table, budget, modes, segments))
+        except InfeasibleBudget:
+            out.append(None)
+    return out
+
+
+def chen_sqrt_plan(table):
+    """Chen et al.'s sqrt(n) baseline: each chain cut into about sqrt(length) full segments;
+    units outside chains fully checkpointed one by one."""
+    groups, i, n = [], 0, len(table.units)
+    while i < n:
+        chain = table.chain_of(i)
+        if chain is None or chain[0] != i:
+            mode = 'full' if 'full' in table.units[i].kept else None
+            groups.append(Group(i, i + 1, mode))
+            i += 1
+            continue
+        start, stop = chain
+        length = stop - start
+        size = max(1, math.ceil(math.sqrt(length)))
+        for a in range(start, stop, size):
+            groups.append(Group(a, min(a + size, stop), 'full'))
+        i = stop
+    plan = tuple(groups)
+    check_plan(table, plan)
+    return plan

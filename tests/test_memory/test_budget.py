@@ -1,0 +1,53 @@
+import pytest
+
+from ckptzoo.memory import format_bytes, parse_budget
+
+
+@pytest.mark.parametrize('value,expected', [
+    ('6GB', 6 * 10 ** 9), ('5800MiB', 5800 * 2 ** 20), ('612368384B', 612368384),
+    ('1.5GiB', int(1.5 * 2 ** 30)), ('512KB', 512000), ('3KiB', 3072), (' 12 MB ', 12 * 10 ** 6),
+    (612368384, 612368384), (6e9, 6 * 10 ** 9), ('6e9', 6 * 10 ** 9), ('2048', 2048),
+])
+def test_sizes(value, expected):
+    assert parse_budget(value) == expected
+
+
+def test_fraction_of_the_device():
+    assert parse_budget(0.9, device_total=1000) == 900
+    assert parse_budget('0.5', device_total=1000) == 500
+    assert parse_budget(1.0, device_total=1000) == 1000
+
+
+@pytest.mark.parametrize('value', ['6GiBs', '6 gigabytes', 'GB', '', '6.GB.', '-1GB', '0MiB'])
+def test_malformed_strings_name_what_is_allowed(value):
+    with pytest.raises(ValueError, match=r"units B, KB, MB, GB, KiB, MiB, GiB .*got '"):
+        parse_budget(value)
+
+
+@pytest.mark.parametrize('value', [-1, 0, 0.0, -0.5, float('nan'), float('inf')])
+def test_non_positive_numbers(value):
+    with pytest.raises(ValueError, match=r'must be positive: a number of bytes.*fraction in '
+                                         r'\(0, 1\]'):
+        parse_budget(value)
+
+
+def test_other_bad_input():
+    with pytest.raises(ValueError, match='units are case-sensitive'):
+        parse_budget('6gib')
+    with pytest.raises(ValueError, match='one byte cannot hold a model'):
+        parse_budget(1)
+    for value in (True, None, [6], b'6GB'):
+        with pytest.raises(TypeError, match='memory_budget must be a number of bytes'):
+            parse_budget(value)
+
+
+def test_fraction_without_a_gpu(monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    with pytest.raises(ValueError, match='fraction of device memory needs a CUDA device'):
+        parse_budget(0.9)
+
+
+def test_format_bytes():
+    assert format_bytes(3 * 2 ** 20) == '3.0 MiB'
+    assert format_bytes(512) == '512 B'

@@ -1,0 +1,182 @@
+"""The probe and the planner on a tiny classifier: predictions against measured steps."""
+import importlib.util
+import json
+import logging
+import os
+import os.path as osp
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from ckptzoo.apis import build_training, set_random_seed
+from ckptzoo.memory import (Group, InfeasibleBudget, plan_modes, predict_peak, solve,
+                            uniform_plan)
+from ckptzoo.memory.planner import plan_memory, planning_requested
+from ckptzoo.memory.probe import measure_step, probe, probe_batch, worst_case_shape
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+TINY = dict(
+    model=dict(type='ImageClassifier',
+               backbone=dict(type='ResNet', depth=18, base_channels=8, norm_eval=False,
+                             zero_init_residual=False),
+               head=dict(type='LinearClsHead', num_classes=4, in_channels=64, topk=(1,))),
+    data=dict(samples_per_gpu=4, workers_per_gpu=0,
+              train=dict(type='SyntheticClassificationDataset', num_samples=16, num_classes=4,
+                         img_size=48, seed=0)),
+    optimizer=dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=1e-4),
+    optimizer_config=dict(grad_clip=None), lr_config=None, checkpoint_config=None,
+    log_config=None, runner=dict(type='IterBasedRunner', max_iters=4),
+    workflow=[('train', 1)], seed=0)
+
+
+def _run(tmp_path, **overrides):
+    set_random_seed(0)
+    cfg = Config(dict(TINY, work_dir=str(tmp_path), **overrides))
+    return cfg, build_training(cfg, logger=logging.getLogger('test_planner'))
+
+
+@pytest.fixture(scope='module')
+def probed(tmp_path_factory):
+    cfg, run = _run(tmp_path_factory.mktemp('probe'))
+    batch = probe_batch(run, worst_case_shape(cfg))
+    return cfg, run, batch, probe(run, batch, modes=(None, 'full', 'selective'))
+
+
+def test_probe_predicts_the_measured_peak(probed):
+    _, run, batch, table = probed
+    model = run.runner.model
+    assert table.names[0] == 'backbone.stem' and len(table.units) == 9
+    plain = sum(u.kept[None] for u in table.units)
+    assert sum(u.kept['full'] for u in table.units) < 0.3 * plain
+    rng = random.Random(0)
+    plans = [uniform_plan(table, m) for m in (None, 'full', 'selective')] + [
+        tuple(Group(i, i + 1, rng.choice(u.modes)) for i, u in enumerate(table.units))
+        for _ in range(2)]
+    peaks = set()
+    for plan in plans:
+        model.set_checkpoint_plan(plan_modes(table, plan))
+        measured, _ = measure_step(run, batch)
+        assert predict_peak(table, plan) == pytest.approx(measured, rel=0.005)
+        peaks.add(measured)
+    assert max(peaks) > 1.04 * min(peaks)  # the plans differ by far more than the tolerance
+    model.set_checkpoint_plan({'*': None})
+
+
+def test_plan_memory_fits_validates_and_restores_the_weights(probed):
+    _, _, _, table = probed
+    low = predict_peak(table, uniform_plan(table, 'full'))
+    high = predict_peak(table, uniform_plan(table, None))
+    cfg, run, _, _ = probed
+    model = run.runner.model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    opt_before = {p: {k: v.clone() for k, v in s.items()}
+                  for p, s in run.runner.optimizer.state.items()}
+    result = plan_memory(run, cfg, (low + high) // 2)
+    assert result.measured_peak_bytes <= result.budget_bytes
+    assert result.predicted_peak_bytes <= result.budget_bytes
+    assert set(result.plan.values()) - {None} and None in result.plan.values()
+    assert dict(model.checkpoint_plan()) == result.plan
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert all(torch.equal(s['momentum_buffer'], opt_before[p]['momentum_buffer'])
+               for p, s in run.runner.optimizer.state.items())  # as the probe found them
+    with pytest.raises(InfeasibleBudget, match=r'smallest predicted peak is \d+ B'):
+        solve(table, low // 2, segments=False)
+
+
+def test_config_interface_errors():
+    cfg = Config(dict(TINY, model=dict(TINY['model'], backbone=dict(
+        TINY['model']['backbone'], with_cp='auto'))))
+    with pytest.raises(ValueError, match=r"model.backbone.with_cp='auto' needs a memory "
+                                         r"budget: set memory_budget = '6GB'"):
+        planning_requested(cfg)
+    cfg.memory_budget = '6GiBs'
+    with pytest.raises(ValueError, match=r"units B, KB, MB, GB, KiB, MiB, GiB"):
+        planning_requested(cfg)
+    cfg.memory_budget = '5800MiB'
+    assert planning_requested(cfg) == 5800 * 2 ** 20
+    assert cfg.model.backbone.with_cp is False  # the plan sets the modes
+    assert planning_requested(Config(TINY)) is None
+
+
+@pytest.mark.parametrize('resize,pad,expected', [
+    (dict(img_scale=(1000, 600), keep_ratio=True), dict(size_divisor=32), (1024, 1024)),
+    (dict(img_scale=(320, 256), keep_ratio=False), dict(size_divisor=32), (256, 320)),
+    (dict(img_scale=[(1333, 640), (1333, 800)], keep_ratio=True), None, (1333, 1333)),
+])
+def test_worst_case_shape(resize, pad, expected):
+    pipeline = [dict(type='LoadImageFromFile'), dict(type='Resize', **resize)]
+    pipeline += [dict(type='Pad', **pad)] if pad else []
+    cfg = Config(dict(data=dict(train=dict(type='RepeatDataset', times=2,
+                                           dataset=dict(pipeline=pipeline)))))
+    assert worst_case_shape(cfg) == expected
+
+
+def _tool(script, args, tmp_path):
+    proc = subprocess.run([sys.executable, osp.join(ROOT, 'tools', script)] + args,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    return proc
+
+
+def test_tools_plan_memory_and_train(tmp_path, probed, capsys):
+    _, _, _, table = probed
+    budget = (predict_peak(table, uniform_plan(table, 'full')) +
+              predict_peak(table, uniform_plan(table, None))) // 2
+    cfg_path = tmp_path / 'tiny.py'
+    Config(dict(TINY, memory_budget=f'{budget}B',
+                checkpoint_config=dict(interval=2, by_epoch=False))).dump(str(cfg_path))
+    out = tmp_path / 'plan.json'
+    spec = importlib.util.spec_from_file_location('plan_memory_tool',
+                                                  osp.join(ROOT, 'tools', 'plan_memory.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main([str(cfg_path), '--out', str(out), '--work-dir', str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out
+    assert 'selective MiB' in stdout and 'measured peak' in stdout
+    plan = json.loads(out.read_text())
+    assert set(plan) >= {'budget_bytes', 'predicted_peak_bytes', 'measured_peak_bytes', 'plan',
+                         'segments', 'fp16', 'cumulative_iters', 'samples_per_gpu'}
+    assert plan['budget_bytes'] == budget and plan['measured_peak_bytes'] <= budget
+    _, run = _run(tmp_path / 'check')
+    assert dict(run.runner.model.set_checkpoint_plan(plan['plan'])) == plan['plan']
+
+    work = tmp_path / 'work'
+    proc = _tool('train.py', [str(cfg_path), '--work-dir', str(work)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    saved = json.loads((work / 'memory_plan.json').read_text())
+    assert saved['measured_peak_bytes'] <= budget
+    proc = _tool('train.py', [str(cfg_path), '--work-dir', str(work), '--resume-from',
+                              str(work / 'latest.pth')], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert 'memory plan: reusing' in proc.stdout + proc.stderr
+
+
+def test_ddp_every_rank_trains_rank0s_plan(tmp_path, probed):
+    """2-rank gloo: the probe steps all-reduce their log variables on every rank, so all ranks
+    probe in step and follow rank 0's table and measurements."""
+    import socket
+    _, _, _, table = probed
+    budget = (predict_peak(table, uniform_plan(table, 'full')) +
+              predict_peak(table, uniform_plan(table, None))) // 2
+    cfg_path = tmp_path / 'tiny_ddp.py'
+    Config(dict(TINY, memory_budget=budget, dist_params=dict(backend='gloo'),
+                checkpoint_config=dict(interval=4, by_epoch=False))).dump(str(cfg_path))
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run(
+        [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
+         '--master_port', str(port), osp.join(ROOT, 'tools', 'train.py'), str(cfg_path),
+         '--launcher', 'pytorch', '--work-dir', str(tmp_path / 'work')],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        env=dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1'))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = json.loads((tmp_path / 'work' / 'memory_plan.json').read_text())
+    assert saved['measured_peak_bytes'] <= budget
+    assert (tmp_path / 'work' / 'iter_4.pth').exists()

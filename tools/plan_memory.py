@@ -1,0 +1,112 @@
+"""What does a config need, and what is the fastest way to fit a budget?
+
+    python tools/plan_memory.py CONFIG [--budget 6GB] [--sweep] [--cfg-options k=v ...]
+                                [--out plan.json] [--work-dir DIR]
+
+Prints, per checkpoint unit, the bytes kept for backward and the recompute cost of each mode
+(one probe step per mode at the worst-case input shape), then the plan chosen for the budget
+(``--budget``, else the config's ``memory_budget``) with its predicted and measured peak.
+``--out`` writes the plan as JSON (``model.set_checkpoint_plan()`` takes its ``plan`` as it
+is); ``--sweep`` draws the predicted memory / time of the planner at 20 budgets against
+all-off, every unit checkpointed, every combination of per-stage ``with_cp`` and Chen's
+sqrt(n) (``--out``'s name with ``.png``, or ``plan_sweep.png``).
+"""
+import argparse
+import json
+import logging
+import os.path as osp
+import sys
+import tempfile
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+from mmengine.config import Config, DictAction  # noqa: E402
+
+from ckptzoo.apis import build_training, prepare_synthetic_data, set_random_seed  # noqa: E402
+from ckptzoo.memory import (InfeasibleBudget, format_bytes, minimum_peak,  # noqa: E402
+                            predict_peak, predict_time, solve, uniform_plan)
+from ckptzoo.memory.planner import (baseline_plans, cost_report, plan_memory,  # noqa: E402
+                                    plan_table, planning_requested)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('config')
+    parser.add_argument('--budget', help="e.g. 6GB, 5800MiB, 612368384 or 0.9 of the GPU")
+    parser.add_argument('--sweep', action='store_true', help='plot the memory/time curve')
+    parser.add_argument('--out', help='write the plan as JSON here')
+    parser.add_argument('--work-dir', help='(default: a temporary directory)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config settings as in tools/train.py')
+    return parser.parse_args(argv)
+
+
+def _sweep(result, path):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    table = result.table
+    low = minimum_peak(table, segments=False).peak
+    high = predict_peak(table, uniform_plan(table, None))
+    points = []
+    for k in range(20):
+        sol = solve(table, low + (high - low) * k // 19, segments=False)
+        points.append((sol.peak / 2 ** 20, sol.time * 1e3))
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.plot(*zip(*sorted(points)), 'o-', color='tab:blue', label='planner')
+    for name, plan in baseline_plans(table).items():
+        x, y = predict_peak(table, plan) / 2 ** 20, predict_time(table, plan) * 1e3
+        style = dict(marker='s', color='tab:orange') if name.startswith('stages') else \
+            dict(marker='^', color='tab:red')
+        ax.scatter([x], [y], label=None if name.startswith('stages ') and
+                   not name.endswith('0' * (len(name) - 7)) else
+                   ('per-stage with_cp' if name.startswith('stages') else name), **style)
+        ax.annotate(name.replace('stages ', ''), (x, y), fontsize=6)
+    ax.set_xlabel('predicted peak (MiB)')
+    ax.set_ylabel('predicted step time (ms)')
+    ax.set_title('memory / time (predicted from one probe)', fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.budget is not None:
+        cfg.memory_budget = args.budget
+    cfg.work_dir = args.work_dir or tempfile.mkdtemp(prefix='ckptzoo_plan_')
+    cfg.checkpoint_config = cfg.log_config = None
+    logger = logging.getLogger('ckptzoo.plan_memory')
+    try:
+        budget = planning_requested(cfg)
+    except ValueError as exc:
+        sys.exit(f'error: {exc}')
+    if budget is None:
+        sys.exit('error: no budget: pass --budget 6GB or set memory_budget in the config')
+    set_random_seed(cfg.get('seed') or 0)
+    prepare_synthetic_data(cfg)
+    run = build_training(cfg, logger=logger)
+    try:
+        result = plan_memory(run, cfg, budget, logger=logger)
+    except InfeasibleBudget as exc:
+        sys.exit(f'error: {exc}')
+    print(cost_report(result.table))
+    print()
+    print(plan_table(result))
+    if args.out:
+        with open(args.out, 'w', encoding='utf-8') as f:
+            json.dump(result.to_json(), f, indent=1)
+        print(f'plan written to {args.out}')
+    if args.sweep:
+        path = (osp.splitext(args.out)[0] if args.out else 'plan_sweep') + '.png'
+        _sweep(result, path)
+        print(f'sweep: {path} ({format_bytes(budget)} budget)')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
