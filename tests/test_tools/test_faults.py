@@ -12,6 +12,8 @@ import os.path as osp
 import re
 import signal
 import socket
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -93,10 +95,14 @@ def references(tmp_path_factory):
     def get(runner):
         if runner not in cache:
             tmp = tmp_path_factory.mktemp(f'reference_{runner}')
-            code, log = _train(_config(tmp, runner), tmp / 'work', tmp / 'log.txt')
-            assert code == 0, log[-3000:]
+            if runner == 'ddp':  # 2 ranks, 4 iterations an epoch each
+                codes, logs = _train_2_ranks(_config(tmp, 'epoch', 8), tmp / 'work', tmp, 'r')
+                assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+            else:
+                code, log = _train(_config(tmp, runner), tmp / 'work', tmp / 'log.txt')
+                assert code == 0, log[-3000:]
             cache[runner] = _load(tmp / 'work' / 'latest.pth')
-            assert cache[runner]['meta']['iter'] == RUNNERS[runner]['iters']
+            assert cache[runner]['meta']['iter'] == RUNNERS.get(runner, {}).get('iters', 16)
         return cache[runner]
 
     return get
@@ -165,13 +171,10 @@ def _train_2_ranks(cfg, work, tmp_path, name, fault='', timeout=120):
     return codes, logs
 
 
-def test_sigterm_to_one_rank_of_two_stops_both_consistently(tmp_path):
+def test_sigterm_to_one_rank_of_two_stops_both_consistently(tmp_path, references):
     """2 gloo ranks: SIGTERM to rank 0, then (resumed) to rank 1; no rank hangs (timeout)."""
     cfg = _config(tmp_path, 'epoch', num_samples=8)  # 4 iterations an epoch per rank
-    codes, logs = _train_2_ranks(cfg, tmp_path / 'ref', tmp_path, 'ref')
-    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
-    reference = _load(tmp_path / 'ref' / 'latest.pth')
-    assert reference['meta']['iter'] == 16
+    reference = references('ddp')
     work = tmp_path / 'work'
     for n, (rank, at) in enumerate([(0, 5), (1, 10)]):
         codes, logs = _train_2_ranks(cfg, work, tmp_path, f'run{n}', f'TERM:iter:{at}:{rank}')
@@ -207,3 +210,25 @@ def test_lr_1e12_stops_at_the_first_nonfinite_iteration(tmp_path):
     assert ckpt['meta']['finite_weights'] and ckpt['meta']['iter'] == 2
     assert all(torch.isfinite(v).all() for v in ckpt['state_dict'].values()
                if v.is_floating_point())
+
+
+def test_torchrun_sigterm_to_rank_1_stops_both_ranks(tmp_path, references):
+    """Under torchrun itself: both workers stop at the same iteration (no hang), rank 0 wrote
+    the checkpoint, and the run continues from it (here with the forked ranks above)."""
+    cfg = _config(tmp_path, 'epoch', num_samples=8)
+    work = tmp_path / 'work'
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1', CKPTZOO_FAULT='TERM:iter:7:1')
+    proc = subprocess.run(
+        [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
+         '--master_port', str(_free_port()), osp.join(ROOT, 'tools', 'train.py'), cfg,
+         '--work-dir', str(work), '--launcher', 'pytorch'], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and 'exitcode  : 143' in out, out[-3000:]
+    assert 'training preempted by SIGTERM' in out
+    ckpt = _load(work / 'preempted_iter_7.pth')
+    assert ckpt['meta']['iter'] == 7 and len(ckpt['accumulated_grads_per_rank']) == 2
+    codes, logs = _train_2_ranks(cfg, work, tmp_path, 'resumed')
+    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert 'resumed epoch 1, iter 7' in logs[0]
+    _assert_identical(_load(work / 'latest.pth'), references('ddp'))
