@@ -31,7 +31,7 @@ from .checkpoint import get_state_dict, load_checkpoint, save_checkpoint, weight
 from .finite import nonfinite_tensors
 from .hooks import Hook
 from .log_buffer import LogBuffer
-from .preemption import PreemptionFlag, TrainingPreempted
+from .preemption import PreemptionFlag, TrainingPreempted, shield_workers
 from .priority import get_priority
 from .utils import unwrap_model
 
@@ -184,6 +184,12 @@ class BaseRunner:
         self.logger.warning(f'{exc} (after {iters} iterations, {epochs} epochs); continue '
                             'with --auto-resume')
         raise exc
+
+    def _preemptible(self, data_loaders):
+        """The ``with`` block of a run: signal handlers set, DataLoader workers shielded."""
+        shield_workers(list(data_loaders) + [getattr(h, 'dataloader', None)
+                                             for h in self._hooks])
+        return self._preemption
 
     def gather_for_save(self):
         """Collective, on every rank right before a checkpoint that rank 0 writes: hooks with a

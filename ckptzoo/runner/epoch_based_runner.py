@@ -90,7 +90,7 @@ class EpochBasedRunner(BaseRunner):
         self.logger.info('Hooks will be executed in the following order:\n%s',
                          self.get_hook_info())
         self.logger.info('workflow: %s, max: %d epochs', workflow, self._max_epochs)
-        with self._preemption:
+        with self._preemptible(data_loaders):
             self.call_hook('before_run')
             while self.epoch < self._max_epochs:
                 for i, (mode, epochs) in enumerate(workflow):

@@ -62,7 +62,7 @@ class IterBasedRunner(BaseRunner):
         self.logger.info('Hooks will be executed in the following order:\n%s',
                          self.get_hook_info())
         self.logger.info('workflow: %s, max: %d iters', workflow, self._max_iters)
-        with self._preemption:
+        with self._preemptible(data_loaders):
             self.call_hook('before_run')
             iter_loaders = [IterLoader(loader, self._iter if mode == 'train' else 0)
                             for loader, (mode, _) in zip(data_loaders, workflow)]

@@ -12,6 +12,12 @@ shell's status for a process ended by that signal, so schedulers requeue it as u
 Distributed: the ranks agree every iteration (an all-reduce of the flag), so a signal to any
 one rank stops all of them at the same iteration; rank 0 writes, the others wait at a barrier.
 A second SIGINT interrupts at once (``KeyboardInterrupt``).
+
+DataLoader workers are shielded: torchrun (``os.killpg``), Ctrl-C and schedulers signal the
+whole process group, and torch's workers die on such a signal, which would end the run with
+"DataLoader worker exited unexpectedly" instead of a checkpoint. In the runner's loaders (and
+the evaluation hooks' loaders) the workers ignore SIGINT and every SIGTERM but their parent's
+(the loader's own shutdown), as torch's handler does for the parent.
 """
 import os
 import signal
@@ -20,7 +26,7 @@ import threading
 import torch
 import torch.distributed as dist
 
-__all__ = ['TrainingPreempted', 'PreemptionFlag', 'PREEMPTION_SIGNALS']
+__all__ = ['TrainingPreempted', 'PreemptionFlag', 'PREEMPTION_SIGNALS', 'shield_workers']
 
 PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -86,3 +92,43 @@ class PreemptionFlag:
         flag = torch.tensor([self.signum], dtype=torch.int32, device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return int(flag.item())
+
+
+class _ShieldedWorkerInit:
+    """``worker_init_fn`` that shields the worker, then calls the loader's own (picklable, for
+    the spawn start method)."""
+
+    def __init__(self, worker_init_fn):
+        self.worker_init_fn = worker_init_fn
+
+    def __call__(self, worker_id):
+        _shield_this_worker()
+        if self.worker_init_fn is not None:
+            self.worker_init_fn(worker_id)
+
+
+def _shield_this_worker():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not hasattr(signal, 'pthread_sigmask'):  # Windows: no process groups to worry about
+        return
+    parent = os.getppid()
+    # SIGTERM stays blocked (pending) and one thread waits for it, which tells who sent it
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def wait():
+        while True:
+            info = signal.sigwaitinfo({signal.SIGTERM})
+            if info.si_pid == parent or os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=wait, name='ckptzoo-sigterm', daemon=True).start()
+
+
+def shield_workers(loaders):
+    """Make the workers of these DataLoaders ignore preemption signals not sent by the loader
+    (call before they start: at ``iter(loader)``)."""
+    from torch.utils.data import DataLoader
+    for loader in loaders:
+        if isinstance(loader, DataLoader) and loader.num_workers > 0 and not isinstance(
+                loader.worker_init_fn, _ShieldedWorkerInit):
+            loader.worker_init_fn = _ShieldedWorkerInit(loader.worker_init_fn)

@@ -1,7 +1,9 @@
 """Faults on cue for training processes, and a cheap way to start those processes.
 
 ``FaultHook`` (a custom hook in the config) reads ``CKPTZOO_FAULT=SIGNAL:POINT:N[:RANK]``:
-it sends itself ``SIGNAL`` (``TERM`` or ``KILL``) on rank ``RANK`` (default 0) at ``POINT``:
+it sends itself ``SIGNAL`` (``TERM`` or ``KILL``) on rank ``RANK`` (default 0) at ``POINT``;
+``TERMPG`` sends SIGTERM to its whole process group (DataLoader workers included) from another
+process, as torchrun and Ctrl-C do (the run then starts in a process group of its own):
 
 * ``iter:N`` right after iteration N (1-based; hooks of that iteration have run);
 * ``eval:N`` inside the evaluation that follows iteration N, before the model runs on the data;
@@ -55,11 +57,19 @@ class FaultHook(Hook):
         rank = int(parts[3]) if len(parts) > 3 else 0
         if rank != int(os.environ.get('RANK', 0)):
             return
-        self.signal = getattr(signal, 'SIG' + parts[0])
+        self.group = parts[0] == 'TERMPG'
+        self.signal = signal.SIGTERM if self.group else getattr(signal, 'SIG' + parts[0])
         self.point, self.at = parts[1], int(parts[2])
 
     def _fire(self):
-        os.kill(os.getpid(), self.signal)
+        if not self.group:
+            os.kill(os.getpid(), self.signal)
+            return
+        group, pid = os.getpgid(0), os.fork()
+        if pid == 0:  # a sender that is not the workers' parent
+            os.killpg(group, self.signal)
+            os._exit(0)
+        os.waitpid(pid, 0)
 
     def before_run(self, runner):
         self.runner = runner
@@ -116,6 +126,8 @@ def _child(argv, log_path, env):
     warnings._showwarnmsg_impl = _show_warning  # pytest's recorder is inherited: print instead
     warnings.simplefilter('default')
     os.environ.update(env)
+    if env.get('CKPTZOO_FAULT', '').startswith('TERMPG'):
+        os.setpgrp()
     torch.set_num_threads(1)
     from mmengine.logging import MMLogger
     MMLogger._instance_dict.clear()  # a fresh logger (and log file) for this run

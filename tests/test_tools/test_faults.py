@@ -24,7 +24,7 @@ BASE_CFG = """
 custom_imports = dict(imports=['tests.test_runner.toy', 'tests.test_tools.fault_injection'],
                       allow_failed_imports=False)
 model = dict(type='ToyRegressor')
-data = dict(samples_per_gpu=1, workers_per_gpu=0,
+data = dict(samples_per_gpu=1, workers_per_gpu={workers},
             train=dict(type='ToyDataset', num_samples={num_samples}),
             val=dict(type='ToyEvalDataset', num_samples=3, seed=1))
 optimizer = dict(type='SGD', lr=0.05, momentum=0.9, weight_decay=1e-3)
@@ -59,9 +59,10 @@ RUNNERS = {
 K = 3  # cumulative_iters
 
 
-def _config(tmp_path, runner, num_samples=5):
+def _config(tmp_path, runner, num_samples=5, workers=0):
     path = tmp_path / f'{runner}_cfg.py'
-    path.write_text(BASE_CFG.format(num_samples=num_samples) + RUNNERS[runner]['cfg'])
+    path.write_text(BASE_CFG.format(num_samples=num_samples, workers=workers)
+                    + RUNNERS[runner]['cfg'])
     return str(path)
 
 
@@ -128,6 +129,17 @@ def test_sigterm_saves_exact_position_and_resumes_bit_identical(tmp_path, runner
     code, log = _train(cfg, work, tmp_path / 'final.txt', '--auto-resume')
     assert code == 0, log[-3000:]
     _assert_identical(_load(work / 'latest.pth'), references(runner))
+
+
+def test_sigterm_to_the_process_group_spares_dataloader_workers(tmp_path, references):
+    """torchrun and Ctrl-C signal the process group: the DataLoader workers get it too."""
+    cfg, work = _config(tmp_path, 'epoch', workers=2), tmp_path / 'work'
+    code, log = _train(cfg, work, tmp_path / 'log.txt', fault='TERMPG:iter:3')
+    assert code == 143, log[-3000:]
+    assert _load(work / 'preempted_iter_3.pth')['meta']['iter'] == 3
+    code, log = _train(cfg, work, tmp_path / 'final.txt', '--auto-resume')
+    assert code == 0, log[-3000:]
+    _assert_identical(_load(work / 'latest.pth'), references('epoch'))
 
 
 @pytest.mark.parametrize('runner', ['epoch', 'iter'])
