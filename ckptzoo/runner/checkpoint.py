@@ -132,14 +132,17 @@ def save_checkpoint(checkpoint, filename):
         needed = _tensor_bytes(checkpoint)
         free = shutil.disk_usage(dirname).free
         raise OSError(e.errno, f'{os.strerror(e.errno)} while saving checkpoint {filename}: it '
-                      f'needs at least {needed} bytes ({needed / 2**20:.1f} MiB) of tensors, '
-                      f'{free} bytes ({free / 2**20:.1f} MiB) are free in {dirname}. The '
-                      'checkpoints saved before are intact: free some space, then continue '
-                      'with --auto-resume', filename) from e
+                      f'needs at least {_size(needed)} of tensors, {_size(free)} are free in '
+                      f'{dirname}. The checkpoints saved before are intact: free some space, '
+                      'then continue with --auto-resume', filename) from e
     except BaseException:
         if osp.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _size(n):
+    return f'{n} bytes' + (f' ({n / 2**20:.1f} MiB)' if n >= 2**20 else '')
 
 
 def _tensor_bytes(obj, seen=None):
