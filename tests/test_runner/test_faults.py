@@ -186,3 +186,34 @@ def test_find_latest_checkpoint_ignores_partial_files(tmp_path):
     os.symlink('epoch_2.pth', tmp_path / 'latest.pth')
     with pytest.warns(UserWarning):
         assert find_latest_checkpoint(str(tmp_path)) == str(tmp_path / 'latest.pth')
+
+
+def test_sigterm_in_a_validation_phase_keeps_the_open_accumulation_window(tmp_path):
+    """workflow [('train', 2), ('val', 1)], cumulative_iters=3: stopped in the val phase after
+    iteration 2, the checkpoint carries the window's gradients and the resume is exact."""
+    from ckptzoo.runner import GradientCumulativeOptimizerHook
+
+    class TermInVal(Hook):
+        def after_val_iter(self, runner):
+            if runner.iter == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    def run(work, resume=None, fault=False):
+        runner, data = _runner(work, GradientCumulativeOptimizerHook(cumulative_iters=3),
+                               ToyDataset(6), max_iters=6, ckpt=False)
+        if fault:
+            runner.register_hook(TermInVal())
+        if resume:
+            runner.resume(resume)
+        runner.run([data, DataLoader(ToyDataset(2), batch_size=1)],
+                   [('train', 2), ('val', 1)])
+        return runner
+
+    reference = run(tmp_path / 'ref').model.state_dict()
+    with pytest.raises(TrainingPreempted) as err:
+        run(tmp_path / 'a', fault=True)
+    assert err.value.code == 143
+    ckpt = load_file(err.value.checkpoint)
+    assert ckpt['meta']['iter'] == 2 and 'accumulated_grads' in ckpt
+    resumed = run(tmp_path / 'b', resume=err.value.checkpoint).model.state_dict()
+    assert all(torch.equal(resumed[k], v) for k, v in reference.items())

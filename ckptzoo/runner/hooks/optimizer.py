@@ -248,8 +248,8 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
             self._no_sync = None
 
     def _inside_window(self, runner, iters):
-        return runner.mode == 'train' and iters % self.cumulative_iters \
-            and iters < runner.max_iters
+        # also in a validation phase: the gradients of the open window are still there
+        return iters % self.cumulative_iters and iters < runner.max_iters
 
     def gather_for_save(self, runner, iters):
         """Collective, on every rank before a checkpoint that rank 0 writes: gather each rank's
