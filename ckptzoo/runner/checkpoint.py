@@ -162,23 +162,27 @@ def _tensor_bytes(obj, seen=None):
     return 0
 
 
-def find_latest_checkpoint(path):
-    """The checkpoint ``--auto-resume`` continues from, or None.
+def find_latest_checkpoint(path, suffix='pth'):
+    """The checkpoint ``--auto-resume`` continues from, or None (mmdet 2.x's signature).
 
-    ``latest.pth`` when it points to a file (it moves only after a complete save), else the most
-    recently written ``*_<N>.pth``. Temporary files of an interrupted save (``.tmp_*.pth``) are
-    never taken: a save renames its file into place only once it is complete and synced.
+    ``latest.<suffix>`` when it points to a file (it moves only after a complete save), else the
+    ``*_<N>.<suffix>`` with the largest N. Temporary files of an interrupted save
+    (``.tmp_*.pth``) are never taken: a save renames its file into place only once it is
+    complete and synced.
     """
     if not osp.isdir(path):
         return None
-    stale = glob.glob(osp.join(path, _TMP_PREFIX + '*.pth'))
+    stale = glob.glob(osp.join(path, _TMP_PREFIX + '*.' + suffix))
     if stale:
         warnings.warn(f'ignoring {len(stale)} temporary file(s) of an interrupted checkpoint '
                       f'save in {path} ({", ".join(sorted(map(osp.basename, stale)))}); '
                       'they can be deleted')
-    latest = osp.join(path, 'latest.pth')
+    latest = osp.join(path, f'latest.{suffix}')
     if osp.isfile(latest):  # follows the symlink: False when it dangles
         return latest
-    candidates = [ckpt for ckpt in glob.glob(osp.join(path, '*.pth'))  # no hidden files
-                  if re.search(r'_\d+\.pth$', ckpt) and osp.isfile(ckpt)]
-    return max(candidates, key=osp.getmtime, default=None)
+    best, best_n = None, -1
+    for ckpt in glob.glob(osp.join(path, f'*.{suffix}')):  # glob skips hidden (temporary) files
+        match = re.search(rf'_(\d+)\.{re.escape(suffix)}$', ckpt)
+        if match and osp.isfile(ckpt) and int(match.group(1)) > best_n:
+            best, best_n = ckpt, int(match.group(1))
+    return best

@@ -175,15 +175,14 @@ def test_sigint_saves_and_exits_130_and_restores_handlers(tmp_path):
 
 def test_find_latest_checkpoint_ignores_partial_files(tmp_path):
     assert find_latest_checkpoint(str(tmp_path)) is None
-    torch.save({}, tmp_path / 'epoch_2.pth')
-    os.utime(tmp_path / 'epoch_2.pth', (1, 1))
-    torch.save({}, tmp_path / 'iter_7.pth')  # newer, smaller number
+    torch.save({}, tmp_path / 'iter_7.pth')
+    torch.save({}, tmp_path / 'iter_12.pth')  # the largest N, as mmdet 2.x
     (tmp_path / '.tmp_k2j_83.pth').write_bytes(b'half a checkpoint')
-    os.symlink('epoch_9.pth', tmp_path / 'latest.pth')  # dangling (rotated away)
+    os.symlink('iter_16.pth', tmp_path / 'latest.pth')  # dangling (rotated away)
     with pytest.warns(UserWarning, match=r'ignoring 1 temporary file.*\.tmp_k2j_83\.pth'):
-        assert find_latest_checkpoint(str(tmp_path)) == str(tmp_path / 'iter_7.pth')
+        assert find_latest_checkpoint(str(tmp_path)) == str(tmp_path / 'iter_12.pth')
     os.remove(tmp_path / 'latest.pth')
-    os.symlink('epoch_2.pth', tmp_path / 'latest.pth')
+    os.symlink('iter_7.pth', tmp_path / 'latest.pth')
     with pytest.warns(UserWarning):
         assert find_latest_checkpoint(str(tmp_path)) == str(tmp_path / 'latest.pth')
 
