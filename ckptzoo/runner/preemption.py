@@ -5,8 +5,8 @@ flag; the runner looks at it after every iteration, after every evaluation or va
 (both run inside the iteration or epoch they follow) and so after every checkpoint save. When
 set, it writes ``preempted_iter_<N>.pth`` with the exact position (completed iterations,
 position in the epoch, accumulated gradients, loss-scaler state) and ``latest.pth`` pointing at
-it, then exits with status ``128 + signal number`` (143 for SIGTERM, 130 for SIGINT: the
-shell's status for a process ended by that signal, so schedulers requeue it as usual).
+it, then exits with status ``128 + signal number`` (143 for SIGTERM, 130 for SIGINT: what a
+shell reports for a process ended by that signal).
 ``--auto-resume`` continues from it.
 
 Distributed: the ranks agree every iteration (an all-reduce of the flag), so a signal to any
