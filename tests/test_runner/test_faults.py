@@ -173,6 +173,21 @@ def test_sigint_saves_and_exits_130_and_restores_handlers(tmp_path):
     assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_second_sigint_interrupts_at_once(tmp_path):
+
+    class CtrlCTwice(Hook):
+        def after_train_iter(self, runner):
+            if runner.iter == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)
+
+    runner, data = _runner(tmp_path, OptimizerHook(), ToyDataset(6), ckpt=False)
+    runner.register_hook(CtrlCTwice())
+    with pytest.raises(KeyboardInterrupt):
+        runner.run([data], [('train', 1)])
+    assert not list(tmp_path.glob('*.pth'))  # stopped before the end of the iteration
+
+
 def test_find_latest_checkpoint_ignores_partial_files(tmp_path):
     assert find_latest_checkpoint(str(tmp_path)) is None
     torch.save({}, tmp_path / 'iter_7.pth')
