@@ -2,10 +2,7 @@
 runner, hooks, resume, run. ``tools/train.py`` is a thin command line over it; the assembly
 (:func:`build_training`) exists once and is shared with the memory planner and the benchmarks."""
 import copy
-import glob
-import os.path as osp
 import random
-import re
 import warnings
 from dataclasses import dataclass
 
@@ -14,6 +11,7 @@ import torch
 
 from ..registry import build_optimizer, build_runner
 from ..runner import EpochBasedRunner, MMDistributedDataParallel
+from ..runner.checkpoint import find_latest_checkpoint
 from ..runner.hooks import Hook
 
 __all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
@@ -106,18 +104,6 @@ def auto_scale_lr(cfg, world_size, logger=None):
         logger.info(f'auto_scale_lr: batch {batch} / base {base}: lr scaled by {ratio:g} to '
                     f'{cfg.optimizer.lr:g}')
     return cfg.optimizer.lr
-
-
-def find_latest_checkpoint(path):
-    """``latest.pth`` in ``path``, else the ``*_N.pth`` with the largest N, else None."""
-    if osp.exists(osp.join(path, 'latest.pth')):
-        return osp.join(path, 'latest.pth')
-    best, best_n = None, -1
-    for ckpt in glob.glob(osp.join(path, '*.pth')):
-        match = re.search(r'_(\d+)\.pth$', ckpt)
-        if match and int(match.group(1)) > best_n:
-            best, best_n = ckpt, int(match.group(1))
-    return best
 
 
 def _device(cfg):

@@ -9,20 +9,29 @@ Two fixes over mmcv, both about resuming exactly:
   loss-scaler state of FP16 training). Hooks may add to a checkpoint and read it back through
   the ``before_save_checkpoint`` / ``after_load_checkpoint`` stages (as in mmengine): gradient
   accumulation stores the gradients of a window not yet stepped.
+
+Faults: SIGTERM / SIGINT stop the run between iterations with a resumable checkpoint
+(:mod:`.preemption`); the runner remembers the newest checkpoint with finite weights
+(:mod:`.finite`).
 """
+import glob
 import logging
 import os
 import os.path as osp
+import re
 import time
 from collections import OrderedDict
 
 import torch
+import torch.distributed as dist
 from mmengine.dist import get_dist_info
 
 from ..registry import HOOKS, build_hook
 from .checkpoint import get_state_dict, load_checkpoint, save_checkpoint, weights_to_cpu
+from .finite import nonfinite_tensors
 from .hooks import Hook
 from .log_buffer import LogBuffer
+from .preemption import PreemptionFlag, TrainingPreempted, shield_workers
 from .priority import get_priority
 from .utils import unwrap_model
 
@@ -87,6 +96,8 @@ class BaseRunner:
         self._max_iters = max_iters
         self._resume_inner_iter = 0  # batches of the current epoch already trained (resume)
         self._in_train_iter = False  # between train_step and the iteration counter's increment
+        self._last_finite_ckpt = None
+        self._preemption = PreemptionFlag()
         self.data_loader = None
         self.outputs = {}
         self.log_buffer = LogBuffer()
@@ -128,6 +139,11 @@ class BaseRunner:
     def max_iters(self):
         return self._max_iters
 
+    @property
+    def last_finite_checkpoint(self):
+        """The newest checkpoint this run (or the one it resumed) wrote with finite weights."""
+        return self._last_finite_ckpt
+
     # -- to be implemented ------------------------------------------------------------------
     def train(self, data_loader, **kwargs):
         raise NotImplementedError
@@ -141,6 +157,56 @@ class BaseRunner:
     def _checkpoint_position(self):
         """``(completed epochs, completed iterations, completed iterations of this epoch)``."""
         raise NotImplementedError
+
+    # -- preemption -------------------------------------------------------------------------
+    def _check_preemption(self):
+        """If any rank got SIGTERM / SIGINT: save a resumable checkpoint (rank 0; the others
+        wait at a barrier) and raise :class:`TrainingPreempted`. A collective call: the
+        runners call it at the same points on every rank."""
+        signum = self._preemption.agreed()
+        if not signum:
+            return
+        epochs, iters, _ = self._checkpoint_position()
+        out_dir = self._checkpoint_dir()
+        path = None
+        if out_dir is not None:
+            path = osp.join(out_dir, f'preempted_iter_{iters}.pth')
+            self.gather_for_save()
+            if self.rank == 0:
+                self.save_checkpoint(out_dir, filename_tmpl='preempted_iter_{}.pth')
+                for old in glob.glob(osp.join(out_dir, 'preempted_iter_*.pth')):
+                    if re.fullmatch(r'preempted_iter_\d+\.pth', osp.basename(old)) \
+                            and osp.abspath(old) != osp.abspath(path):
+                        os.remove(old)
+            if dist.is_available() and dist.is_initialized() and self.world_size > 1:
+                dist.barrier()
+        exc = TrainingPreempted(signum, path)
+        self.logger.warning(f'{exc} (after {iters} iterations, {epochs} epochs); continue '
+                            'with --auto-resume')
+        raise exc
+
+    def _preemptible(self, data_loaders):
+        """The ``with`` block of a run: signal handlers set, DataLoader workers shielded."""
+        shield_workers(list(data_loaders) + [getattr(h, 'dataloader', None)
+                                             for h in self._hooks])
+        return self._preemption
+
+    def gather_for_save(self):
+        """Collective, on every rank right before a checkpoint that rank 0 writes: hooks with a
+        ``gather_for_save(runner, iters)`` method collect what differs between the ranks (the
+        accumulated gradients)."""
+        iters = self._checkpoint_position()[1]
+        for hook in self._hooks:
+            if callable(getattr(hook, 'gather_for_save', None)):
+                hook.gather_for_save(self, iters)
+
+    def _checkpoint_dir(self):
+        """Where the CheckpointHook saves (``latest.pth`` lives there), else the work_dir."""
+        from .hooks.checkpoint import CheckpointHook
+        for hook in self._hooks:
+            if isinstance(hook, CheckpointHook) and hook.out_dir:
+                return hook.out_dir
+        return self.work_dir
 
     # -- one iteration ----------------------------------------------------------------------
     def run_iter(self, data_batch, train_mode, **kwargs):
@@ -303,14 +369,23 @@ class BaseRunner:
             filename_index = epochs if filename_tmpl.startswith('epoch') else iters
         filename = filename_tmpl.format(filename_index)
         filepath = osp.join(out_dir, filename)
-        checkpoint = dict(meta=meta, state_dict=weights_to_cpu(get_state_dict(self.model)))
+        state_dict = weights_to_cpu(get_state_dict(self.model))
+        meta['finite_weights'] = not nonfinite_tensors(state_dict)
+        checkpoint = dict(meta=meta, state_dict=state_dict)
         if save_optimizer and self.optimizer is not None:
             if isinstance(self.optimizer, dict):
                 checkpoint['optimizer'] = {k: o.state_dict() for k, o in self.optimizer.items()}
             else:
                 checkpoint['optimizer'] = self.optimizer.state_dict()
-        self.call_hook('before_save_checkpoint', checkpoint)
-        save_checkpoint(checkpoint, filepath)
+        self.call_hook('before_save_checkpoint', checkpoint)  # may refuse non-finite weights
+        previous = self._last_finite_ckpt
+        if meta['finite_weights']:
+            self._set_last_finite(filepath, meta)  # recorded in the checkpoint itself
+        try:
+            save_checkpoint(checkpoint, filepath)
+        except BaseException:
+            self._set_last_finite(previous, meta)
+            raise
         if create_symlink:
             latest = osp.join(out_dir, 'latest.pth')
             tmp_link = osp.join(out_dir, f'.latest.{os.getpid()}.tmp')
@@ -322,6 +397,12 @@ class BaseRunner:
             except OSError:  # no symlinks (some file systems): a copy, written atomically
                 save_checkpoint(checkpoint, latest)
         return filepath
+
+    def _set_last_finite(self, path, meta):
+        self._last_finite_ckpt = path
+        for target in (self.meta, meta):
+            if target is not None:
+                target.setdefault('hook_msgs', {})['last_finite_ckpt'] = path
 
     def load_checkpoint(self, filename, map_location='cpu', strict=False,
                         revise_keys=((r'^module\.', ''), )):
@@ -348,6 +429,7 @@ class BaseRunner:
         for key, value in ckpt_meta.items():
             if key not in keep:
                 self.meta[key] = value
+        self._last_finite_ckpt = (self.meta.get('hook_msgs') or {}).get('last_finite_ckpt')
         if 'optimizer' in ckpt and resume_optimizer:
             if isinstance(self.optimizer, dict):
                 for name in self.optimizer:

@@ -3,13 +3,18 @@
 Nothing downloads at run time: ``torchvision://resnet50`` and URLs are looked up in the local
 torch hub cache and fail with a message saying where to put the file. Loading uses
 ``torch.load(weights_only=True)``; saving writes a temporary file and renames it, so a crash
-during a save never corrupts the last good checkpoint.
+during a save never corrupts the last good checkpoint, and a full disk fails with the path and
+the bytes needed.
 """
+import errno
+import glob
 import os
 import os.path as osp
 import pickle
 import re
+import shutil
 import tempfile
+import warnings
 from collections import OrderedDict
 from urllib.parse import urlparse
 
@@ -18,7 +23,9 @@ from mmengine.runner.checkpoint import get_torchvision_models
 from mmengine.runner.checkpoint import load_state_dict as _mmengine_load_state_dict
 
 __all__ = ['resolve_checkpoint_path', 'load_file', 'load_checkpoint', 'save_checkpoint',
-           'weights_to_cpu', 'get_state_dict']
+           'weights_to_cpu', 'get_state_dict', 'find_latest_checkpoint']
+
+_TMP_PREFIX = '.tmp_'
 
 
 def _hub_file(url):
@@ -103,17 +110,79 @@ def weights_to_cpu(state_dict):
 
 
 def save_checkpoint(checkpoint, filename):
-    """Write ``checkpoint`` (a dict) to ``filename`` atomically: temporary file, then rename."""
+    """Write ``checkpoint`` (a dict) to ``filename`` atomically: temporary file, then rename.
+
+    A full disk (ENOSPC, EDQUOT) raises ``OSError`` naming the file, the bytes it needs and the
+    bytes free; the temporary file is removed and the previous files are untouched.
+    """
     dirname = osp.dirname(osp.abspath(filename))
     os.makedirs(dirname, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix='.tmp_', suffix='.pth', dir=dirname)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix='.pth', dir=dirname)
     try:
         with os.fdopen(fd, 'wb') as f:
             torch.save(checkpoint, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, filename)
+    except OSError as e:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        needed = _tensor_bytes(checkpoint)
+        free = shutil.disk_usage(dirname).free
+        raise OSError(e.errno, f'{os.strerror(e.errno)} while saving checkpoint {filename}: it '
+                      f'needs at least {_size(needed)} of tensors, {_size(free)} are free in '
+                      f'{dirname}. The checkpoints saved before are intact: free some space, '
+                      'then continue with --auto-resume', filename) from e
     except BaseException:
         if osp.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _size(n):
+    return f'{n} bytes' + (f' ({n / 2**20:.1f} MiB)' if n >= 2**20 else '')
+
+
+def _tensor_bytes(obj, seen=None):
+    """Bytes of the tensor storages in ``obj`` (dicts, lists, tuples), each storage once."""
+    seen = set() if seen is None else seen
+    if torch.is_tensor(obj):
+        storage = obj.untyped_storage()
+        key = (obj.device, storage.data_ptr())
+        if key in seen:
+            return 0
+        seen.add(key)
+        return storage.nbytes()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v, seen) for v in obj)
+    return 0
+
+
+def find_latest_checkpoint(path, suffix='pth'):
+    """The checkpoint ``--auto-resume`` continues from, or None (mmdet 2.x's signature).
+
+    ``latest.<suffix>`` when it points to a file (it moves only after a complete save), else the
+    ``*_<N>.<suffix>`` with the largest N. Temporary files of an interrupted save
+    (``.tmp_*.pth``) are never taken: a save renames its file into place only once it is
+    complete and synced.
+    """
+    if not osp.isdir(path):
+        return None
+    stale = glob.glob(osp.join(path, _TMP_PREFIX + '*.' + suffix))
+    if stale:
+        warnings.warn(f'ignoring {len(stale)} temporary file(s) of an interrupted checkpoint '
+                      f'save in {path} ({", ".join(sorted(map(osp.basename, stale)))}); '
+                      'they can be deleted')
+    latest = osp.join(path, f'latest.{suffix}')
+    if osp.isfile(latest):  # follows the symlink: False when it dangles
+        return latest
+    best, best_n = None, -1
+    for ckpt in glob.glob(osp.join(path, f'*.{suffix}')):  # glob skips hidden (temporary) files
+        match = re.search(rf'_(\d+)\.{re.escape(suffix)}$', ckpt)
+        if match and osp.isfile(ckpt) and int(match.group(1)) > best_n:
+            best, best_n = ckpt, int(match.group(1))
+    return best

@@ -50,6 +50,8 @@ class EpochBasedRunner(BaseRunner):
             self.run_iter(move_to_device(data_batch, device), train_mode=True, **kwargs)
             self._in_train_iter = True
             self.call_hook('after_train_iter')
+            if i + 1 < len(data_loader):  # at the end of the epoch: after its hooks
+                self._check_preemption()
             self._in_train_iter = False
             del self.data_batch
             self._iter += 1
@@ -88,15 +90,18 @@ class EpochBasedRunner(BaseRunner):
         self.logger.info('Hooks will be executed in the following order:\n%s',
                          self.get_hook_info())
         self.logger.info('workflow: %s, max: %d epochs', workflow, self._max_epochs)
-        self.call_hook('before_run')
-        while self.epoch < self._max_epochs:
-            for i, (mode, epochs) in enumerate(workflow):
-                runner = getattr(self, mode)
-                for _ in range(epochs):
-                    if mode == 'train' and self.epoch >= self._max_epochs:
-                        break
-                    runner(data_loaders[i], **kwargs)
-        self.call_hook('after_run')
+        with self._preemptible(data_loaders):
+            self.call_hook('before_run')
+            while self.epoch < self._max_epochs:
+                for i, (mode, epochs) in enumerate(workflow):
+                    runner = getattr(self, mode)
+                    for _ in range(epochs):
+                        if mode == 'train' and self.epoch >= self._max_epochs:
+                            break
+                        runner(data_loaders[i], **kwargs)
+                        if self.epoch < self._max_epochs:
+                            self._check_preemption()
+            self.call_hook('after_run')
 
 
 def _check_workflow(data_loaders, workflow):

@@ -62,17 +62,20 @@ class IterBasedRunner(BaseRunner):
         self.logger.info('Hooks will be executed in the following order:\n%s',
                          self.get_hook_info())
         self.logger.info('workflow: %s, max: %d iters', workflow, self._max_iters)
-        self.call_hook('before_run')
-        iter_loaders = [IterLoader(loader, self._iter if mode == 'train' else 0)
-                        for loader, (mode, _) in zip(data_loaders, workflow)]
-        self.call_hook('before_epoch')
-        while self.iter < self._max_iters:
-            for i, (mode, iters) in enumerate(workflow):
-                self._inner_iter = 0
-                runner = getattr(self, mode)
-                for _ in range(iters):
-                    if mode == 'train' and self.iter >= self._max_iters:
-                        break
-                    runner(iter_loaders[i], **kwargs)
-        self.call_hook('after_epoch')
-        self.call_hook('after_run')
+        with self._preemptible(data_loaders):
+            self.call_hook('before_run')
+            iter_loaders = [IterLoader(loader, self._iter if mode == 'train' else 0)
+                            for loader, (mode, _) in zip(data_loaders, workflow)]
+            self.call_hook('before_epoch')
+            while self.iter < self._max_iters:
+                for i, (mode, iters) in enumerate(workflow):
+                    self._inner_iter = 0
+                    runner = getattr(self, mode)
+                    for _ in range(iters):
+                        if mode == 'train' and self.iter >= self._max_iters:
+                            break
+                        runner(iter_loaders[i], **kwargs)
+                        if self.iter < self._max_iters:
+                            self._check_preemption()
+            self.call_hook('after_epoch')
+            self.call_hook('after_run')

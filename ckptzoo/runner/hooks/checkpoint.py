@@ -1,4 +1,5 @@
 """mmcv 1.x CheckpointHook: save every ``interval`` epochs/iterations and keep the newest few."""
+import glob
 import os
 import os.path as osp
 import re
@@ -7,6 +8,7 @@ import torch
 import torch.distributed as dist
 
 from ...registry import HOOKS
+from ..finite import last_finite_checkpoint
 from .hook import Hook
 
 __all__ = ['CheckpointHook', 'allreduce_buffers']
@@ -81,7 +83,8 @@ class CheckpointHook(Hook):
 
     Fix over mmcv: ``max_keep_ckpts`` looks at the checkpoint files that exist (named by the
     filename template) instead of counting back by ``interval``, so a last checkpoint off the
-    interval, or a missing one after a resume, no longer leaves extra checkpoints behind.
+    interval, or a missing one after a resume, no longer leaves extra checkpoints behind; and
+    it never deletes the newest checkpoint with finite weights (``runner.last_finite_checkpoint``).
     """
 
     def __init__(self, interval=-1, by_epoch=True, save_optimizer=True, out_dir=None,
@@ -132,6 +135,8 @@ class CheckpointHook(Hook):
         return self.args.get('filename_tmpl', 'epoch_{}.pth' if self.by_epoch else 'iter_{}.pth')
 
     def _save_checkpoint(self, runner):
+        if callable(getattr(runner, 'gather_for_save', None)):
+            runner.gather_for_save()  # every rank: their accumulated gradients differ
         if runner.rank != 0:
             return
         filename_tmpl = self._filename_tmpl()
@@ -144,6 +149,17 @@ class CheckpointHook(Hook):
                                                              filename_tmpl.format(current))
         if self.max_keep_ckpts > 0:
             self._remove_old(runner, filename_tmpl, current)
+        self._remove_preempted(runner)
+
+    def _remove_preempted(self, runner):
+        """A preemption checkpoint is superseded by any later checkpoint: remove it."""
+        done = runner.iter + 1 if not self.by_epoch else runner.iter
+        protected = last_finite_checkpoint(runner)
+        for path in glob.glob(osp.join(self.out_dir, 'preempted_iter_*.pth')):
+            match = re.fullmatch(r'preempted_iter_(\d+)\.pth', osp.basename(path))
+            if match and int(match.group(1)) < done and not (
+                    protected and osp.abspath(path) == osp.abspath(protected)):
+                os.remove(path)
 
     def _remove_old(self, runner, filename_tmpl, current):
         pattern = _template_regex(filename_tmpl)
@@ -158,6 +174,11 @@ class CheckpointHook(Hook):
                 found.append((int(match.group(1)), path))
         # checkpoints newer than this one come from an earlier, longer run: leave them
         kept = sorted((n for n in found if n[0] <= current), reverse=True)
+        # never the newest one with finite weights (with check_finite=False NaN ones are saved)
+        protected = last_finite_checkpoint(runner)
         for _, path in kept[self.max_keep_ckpts:]:
+            if protected and osp.abspath(path) == osp.abspath(protected):
+                runner.logger.info(f'Kept {path}: the newest checkpoint with finite weights')
+                continue
             os.remove(path)
             runner.logger.info(f'Removed old checkpoint {path}')

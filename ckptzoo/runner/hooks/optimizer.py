@@ -11,15 +11,24 @@ right after a resume at any iteration: with ``k = cumulative_iters``,
 by ``k`` before ``divisible`` and by ``remainder`` from there, and the optimizer steps when
 ``(iter + 1) % k == 0`` or at the last iteration. A checkpoint saved inside a window carries the
 gradients accumulated so far, so the resumed run steps with exactly the same gradients.
+
+Non-finite numbers stop the run (``check_finite=True``, the default; mmcv 1.x trains on with
+NaN): a non-finite loss before its backward, a non-finite gradient norm (when clipping, without
+a loss scaler) before the step, non-finite weights before a checkpoint is written, and with
+FP16 a dynamic loss scale below ``min_loss_scale`` or ``max_consecutive_skips`` overflowing
+steps in a row. A single overflow that the loss scaler skips is normal and goes on.
 """
 import logging
+import math
 import warnings
 
 import torch
+import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.utils import clip_grad_norm_
 
 from ...registry import HOOKS
+from ..finite import check_finite_loss, nonfinite_error, nonfinite_tensors
 from ..fp16 import DTYPES, wrap_fp16_model
 from ..utils import get_model_device, unwrap_model
 from .hook import Hook
@@ -39,18 +48,24 @@ class OptimizerHook(Hook):
             ``dict(max_norm=35, norm_type=2)``; the norm is logged as ``grad_norm``.
         detect_anomalous_params (bool): log the parameters that the loss does not reach
             (slow: for debugging DDP's "unused parameters" errors).
+        check_finite (bool): raise ``FloatingPointError`` (naming the iteration, the non-finite
+            loss terms and the newest checkpoint with finite weights) instead of training on
+            with inf/nan; False keeps mmcv 1.x's behaviour.
     """
 
     loss_scaler = None
     cumulative_iters = 1
 
-    def __init__(self, grad_clip=None, detect_anomalous_params=False):
+    def __init__(self, grad_clip=None, detect_anomalous_params=False, check_finite=True):
         if grad_clip is not None:
             if not isinstance(grad_clip, dict) or 'max_norm' not in grad_clip:
                 raise ValueError('grad_clip must be None or a dict of clip_grad_norm_ arguments '
                                  f'with max_norm, got {grad_clip!r}')
+        if not isinstance(check_finite, bool):
+            raise TypeError(f'check_finite must be True or False, got {check_finite!r}')
         self.grad_clip = grad_clip
         self.detect_anomalous_params = detect_anomalous_params
+        self.check_finite = check_finite
         self._pending_grads = None
 
     # -- the three answers subclasses change ------------------------------------------------
@@ -74,6 +89,8 @@ class OptimizerHook(Hook):
             self._pending_grads = None
 
     def after_train_iter(self, runner):
+        if self.check_finite:
+            check_finite_loss(runner)
         loss = runner.outputs['loss']
         factor = self.loss_factor(runner)
         if factor != 1:
@@ -96,21 +113,45 @@ class OptimizerHook(Hook):
                 scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
             grad_norm = self.clip_grads(runner.model.parameters())
             if grad_norm is not None:
-                runner.log_buffer.update({'grad_norm': float(grad_norm)},
+                grad_norm = float(grad_norm)
+                if self.check_finite and scaler is None and not math.isfinite(grad_norm):
+                    optimizer.zero_grad(set_to_none=True)
+                    raise nonfinite_error(runner, f'the gradient norm is {grad_norm} (the loss '
+                                          'was finite; no optimizer step was taken)',
+                                          'Lower the learning rate or look for an op without '
+                                          'a finite gradient (sqrt or log at 0); ')
+                runner.log_buffer.update({'grad_norm': grad_norm},
                                          runner.outputs.get('num_samples', 1))
         if scaler is not None:
             scaler.step(optimizer)  # skipped when a gradient is inf/nan
+            skipped = bool(sum(v.item() for v in scaler._found_inf_per_device(optimizer)
+                               .values()))
             self._update_scale()
             runner.log_buffer.update({'loss_scale': scaler.get_scale()})
             if runner.meta is None:
                 runner.meta = {}
-            runner.meta.setdefault('fp16', {})['loss_scaler'] = scaler.state_dict()
+            state = runner.meta.setdefault('fp16', {})
+            state['loss_scaler'] = scaler.state_dict()
+            state['skipped_in_a_row'] = state.get('skipped_in_a_row', 0) + 1 if skipped else 0
+            if self.check_finite:
+                self._check_scale(runner, state['skipped_in_a_row'])
         else:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
     def _update_scale(self):
         self.loss_scaler.update()
+
+    def _check_scale(self, runner, skipped_in_a_row):
+        pass
+
+    def before_save_checkpoint(self, runner, checkpoint):
+        if self.check_finite and not checkpoint['meta'].get('finite_weights', True):
+            names = nonfinite_tensors(checkpoint['state_dict'])
+            shown = ', '.join(names[:5]) + (f' and {len(names) - 5} more' if len(names) > 5
+                                            else '')
+            raise nonfinite_error(runner, f'the weights are not finite ({shown})',
+                                  'Lower the learning rate or clip the gradients; ')
 
     def clip_grads(self, params):
         params = [p for p in params if p.requires_grad and p.grad is not None]
@@ -206,14 +247,48 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
             self._no_sync.__exit__(None, None, None)
             self._no_sync = None
 
+    def _inside_window(self, runner, iters):
+        # also in a validation phase: the gradients of the open window are still there
+        return iters % self.cumulative_iters and iters < runner.max_iters
+
+    def gather_for_save(self, runner, iters):
+        """Collective, on every rank before a checkpoint that rank 0 writes: gather each rank's
+        accumulated gradients to rank 0 (they differ between ranks until the step, where DDP
+        averages them), so that every rank resumes with its own."""
+        self._gathered = None
+        if runner.world_size == 1 or not self._inside_window(runner, iters):
+            return
+        grads = {k: v.cpu() for k, v in _named_grads(runner.model).items()}
+        gathered = [None] * runner.world_size if runner.rank == 0 else None
+        dist.gather_object(grads, gathered, dst=0)
+        self._gathered = (iters, gathered)
+
+    _gathered = None
+
     def before_save_checkpoint(self, runner, checkpoint):
+        super().before_save_checkpoint(runner, checkpoint)
         # inside a window (not right after a step): keep what was accumulated
-        if runner.mode == 'train' and checkpoint['meta']['iter'] % self.cumulative_iters \
-                and checkpoint['meta']['iter'] < runner.max_iters:
+        iters = checkpoint['meta']['iter']
+        gathered, self._gathered = self._gathered, None
+        if not self._inside_window(runner, iters):
+            return
+        if runner.world_size == 1:
             checkpoint['accumulated_grads'] = _named_grads(runner.model)
+        elif gathered is not None and gathered[0] == iters:
+            checkpoint['accumulated_grads_per_rank'] = gathered[1]
+        # else (a save on rank 0 alone, e.g. the best checkpoint): the other ranks' gradients
+        # are unknown, and a resume from it warns that the window restarts
 
     def after_load_checkpoint(self, runner, checkpoint):
         grads = checkpoint.get('accumulated_grads')
+        per_rank = checkpoint.get('accumulated_grads_per_rank')
+        if per_rank is not None:
+            if len(per_rank) == runner.world_size:
+                grads = per_rank[runner.rank]
+            else:
+                warnings.warn(f'the checkpoint holds the accumulated gradients of '
+                              f'{len(per_rank)} ranks, this run has {runner.world_size}: '
+                              'they are not restored', UserWarning)
         self._pending_grads = grads
         self._had_pending = bool(grads) or checkpoint['meta']['iter'] % self.cumulative_iters == 0
 
@@ -229,16 +304,36 @@ class Fp16OptimizerHook(OptimizerHook):
             a dict gives GradScaler's ``init_scale``, ``growth_factor``, ``backoff_factor``,
             ``growth_interval`` (``mode='dynamic'`` accepted, as mmcv). Default 512.
         dtype (str): ``'float16'`` (default) or ``'bfloat16'``; bf16 needs no loss scaling.
+        min_loss_scale (float | None): stop (``FloatingPointError``) when the dynamic scale falls
+            below this: the gradients overflow even barely scaled. Default 1.0; None never.
+        max_consecutive_skips (int | None): stop when this many optimizer steps in a row are
+            skipped for inf/nan gradients (a static scale never falls). Default 50; None never.
+        check_finite (bool): False turns these two checks off with the others (mmcv 1.x).
         coalesce, bucket_size_mb, distributed: accepted for mmcv configs; DDP does the gradient
             all-reduce here, so they change nothing.
+
+    On a CPU, float16 autocast is much slower than float32 (17x for RetinaNet R50 in
+    docs/benchmarks.md): ``before_run`` warns and suggests ``fp16 = dict(dtype='bfloat16')``.
 
     The scaler state lives in ``runner.meta['fp16']['loss_scaler']``, is saved with every
     checkpoint and restored on resume (both runners).
     """
 
     def __init__(self, grad_clip=None, coalesce=True, bucket_size_mb=-1, loss_scale=None,
-                 distributed=True, dtype='float16', **kwargs):
+                 distributed=True, dtype='float16', min_loss_scale=1.0, max_consecutive_skips=50,
+                 **kwargs):
         super().__init__(grad_clip=grad_clip, **kwargs)
+        if min_loss_scale is not None and (isinstance(min_loss_scale, bool) or not isinstance(
+                min_loss_scale, (int, float)) or not min_loss_scale > 0):
+            raise ValueError(f'min_loss_scale must be a positive number or None, '
+                             f'got {min_loss_scale!r}')
+        if max_consecutive_skips is not None and (
+                isinstance(max_consecutive_skips, bool)
+                or not isinstance(max_consecutive_skips, int) or max_consecutive_skips < 1):
+            raise ValueError(f'max_consecutive_skips must be a positive int or None, '
+                             f'got {max_consecutive_skips!r}')
+        self.min_loss_scale = min_loss_scale
+        self.max_consecutive_skips = max_consecutive_skips
         if dtype not in DTYPES and dtype not in DTYPES.values():
             raise ValueError(f'fp16 dtype must be one of {", ".join(DTYPES)}, got {dtype!r}')
         self.dtype = DTYPES.get(dtype, dtype)
@@ -280,6 +375,12 @@ class Fp16OptimizerHook(OptimizerHook):
         if self._scaler_args is None:
             return
         device = get_model_device(runner.model).type
+        if device == 'cpu':
+            msg = ('fp16 with float16 on a CPU runs many times slower than float32 (17x for '
+                   'RetinaNet R50-FPN in docs/benchmarks.md): CPUs lack fast float16 kernels. '
+                   "Use fp16 = dict(dtype='bfloat16') (no loss scale) or no fp16 on a CPU")
+            warnings.warn(msg, UserWarning)
+            runner.logger.warning(msg)
         self.loss_scaler = torch.amp.GradScaler(device, **self._scaler_args)
         state = (runner.meta or {}).get('fp16', {}).get('loss_scaler')
         if state:
@@ -293,6 +394,25 @@ class Fp16OptimizerHook(OptimizerHook):
             self.loss_scaler.update()
         else:
             self.loss_scaler.update(self._static_scale)
+
+    def _check_scale(self, runner, skipped_in_a_row):
+        scale = self.loss_scaler.get_scale()
+        if self._static_scale is None and self.min_loss_scale is not None \
+                and scale < self.min_loss_scale:
+            what = (f'fp16: the dynamic loss scale fell to {scale:g}, below min_loss_scale='
+                    f'{self.min_loss_scale:g}, after {skipped_in_a_row} optimizer steps in a '
+                    'row were skipped for inf/nan gradients')
+        elif self.max_consecutive_skips is not None \
+                and skipped_in_a_row >= self.max_consecutive_skips:
+            what = (f'fp16: {skipped_in_a_row} optimizer steps in a row were skipped for '
+                    f'inf/nan gradients (max_consecutive_skips={self.max_consecutive_skips}, '
+                    f'loss scale {scale:g})')
+        else:
+            return
+        raise nonfinite_error(
+            runner, what, "The gradients overflow float16: train in bfloat16 (fp16 = "
+            "dict(dtype='bfloat16')), or with a static loss scale (fp16 = dict(loss_scale="
+            "512.), lower if it overflows), or with a lower learning rate; ")
 
 
 @HOOKS.register_module()
