@@ -1,14 +1,16 @@
 from .builder import (DistributedGroupSampler, GroupSampler, build_dataloader, build_dataset,
                       collate, worker_init_fn)
+from .coco import CocoDataset
 from .classification import (BaseClassificationDataset, ImageFolderDataset,
                              SyntheticClassificationDataset)
 from .custom import CustomDataset
 from .dataset_wrappers import ConcatDataset, RepeatDataset
 from .pipelines import *  # noqa: F401,F403
+from .synthetic_coco import generate_coco
 from .synthetic_voc import SYNTHETIC_CLASSES, generate_voc
 from .voc import VOCDataset, XMLDataset
 
 __all__ = ['DistributedGroupSampler', 'GroupSampler', 'build_dataloader', 'build_dataset',
            'collate', 'worker_init_fn', 'BaseClassificationDataset', 'ImageFolderDataset',
-           'SyntheticClassificationDataset', 'CustomDataset', 'ConcatDataset', 'RepeatDataset',
-           'SYNTHETIC_CLASSES', 'generate_voc', 'VOCDataset', 'XMLDataset']
+           'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset', 'RepeatDataset',
+           'SYNTHETIC_CLASSES', 'generate_coco', 'generate_voc', 'VOCDataset', 'XMLDataset']
