@@ -367,6 +367,8 @@ class CocoDataset(CustomDataset):
         if iou_thrs is None:
             iou_thrs = np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1,
                                    endpoint=True)
+        # an array: pycocotools' summarize compares it with ==, which a list turns into a bool
+        iou_thrs = np.asarray(iou_thrs, dtype=np.float64).reshape(-1)
 
         result_files, tmp_dir = self.format_results(results, jsonfile_prefix)
         eval_results = OrderedDict()

@@ -11,9 +11,9 @@ The shapes and images are those of :mod:`ckptzoo.datasets.synthetic_voc`, writte
 annotations: ``bbox`` ``[x, y, w, h]`` of the shape's pixels, ``area`` its pixel count,
 polygon ``segmentation``. Category ids have gaps (1, 3, 5, ...) and image ids are not
 consecutive, as in COCO, so code that confuses ids with indices fails. Some images have no
-object (always the second of each split), and some hold a crowd: a cluster of small shapes of
-one class under one ``iscrowd=1`` box with an uncompressed RLE mask (always in the first image
-of each split). The same arguments give byte-identical files.
+object (the second of each split always), and some hold a crowd: a cluster of small shapes of
+one class under one ``iscrowd=1`` box with an uncompressed RLE mask (the first image of each
+split holds only a crowd). The same arguments give byte-identical files.
 
 Generation writes into a temporary folder renamed into place with a marker file (holding the
 arguments) written last, so an interrupted run leaves nothing half-made and calling
@@ -97,7 +97,7 @@ def _split(rng, tmp, split, n, first_img_id, first_ann_id, cat_ids, classes, h_r
     for i in range(n):
         img_id = first_img_id + 7 * i
         img, objects = _make_image(rng, classes, h_range, w_range, obj_size,
-                                   0 if i == 1 else max_objects, min_objects=0,
+                                   0 if i < 2 else max_objects, min_objects=0,
                                    keep_masks=True)
         items = [(classes.index(o['name']), o['mask'], 0) for o in objects]
         if i != 1 and (i == 0 or rng.random() < crowd_ratio):
