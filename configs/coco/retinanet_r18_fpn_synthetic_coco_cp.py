@@ -1,6 +1,7 @@
 # Minutes on a CPU: a slim RetinaNet (ResNet-18 at half width, with_cp=True) trained from
 # scratch on a generated COCO-format dataset of shapes (written to data/synthetic_coco on first
-# use), read by the real CocoDataset with multi-scale 'range' training and evaluated with
+# use), read by the real CocoDataset with multi-scale training (one of 3 sizes,
+# multiscale_mode='value') and evaluated with
 # COCOeval (bbox_mAP).
 _base_ = [
     '../_base_/models/retinanet_r50_fpn.py', '../_base_/datasets/coco_detection.py',
@@ -22,8 +23,8 @@ img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375],
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='LoadAnnotations', with_bbox=True),
-    dict(type='Resize', img_scale=[(160, 96), (160, 128)], multiscale_mode='range',
-         keep_ratio=True),
+    dict(type='Resize', img_scale=[(160, 96), (160, 112), (160, 128)],
+         multiscale_mode='value', keep_ratio=True),
     dict(type='RandomFlip', flip_ratio=0.5),
     dict(type='Normalize', **img_norm_cfg),
     dict(type='Pad', size_divisor=32),
