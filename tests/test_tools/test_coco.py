@@ -23,7 +23,7 @@ CONFIG = None if _SPEC is None else osp.join(
     _SPEC.submodule_search_locations[0], '.mim', 'configs', 'retinanet',
     'retinanet_r50_fpn_1x_coco.py')
 # Only to keep the run small: no pretrained file, ResNet-18 depth, batch 1, 96x64 images, one
-# epoch of 2 images.
+# epoch of 2 images (the generator's second image has no object: filtered out).
 # score_thr=0 gives the 2-iteration model detections to score (at 0.05 it has none).
 SHRINK = ['model.backbone.init_cfg=None', 'model.backbone.depth=18',
           'model.neck.in_channels=[64,128,256,512]', 'data.samples_per_gpu=1',
@@ -54,8 +54,16 @@ def _metrics(text):
     return {k: float(re.search(rf"\b{k}'?[:,] (-?[0-9.]+)", text).group(1)) for k in KEYS}
 
 
-def test_mmdet_coco_config_trains_tests_and_matches_cocoeval(tmp_path):
-    data = generate_coco(str(tmp_path / 'data' / 'coco'), num_train=2, num_val=2,
+def _tool():
+    spec = importlib.util.spec_from_file_location('ckptzoo_tools_test',
+                                                  osp.join(ROOT, 'tools', 'test.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_mmdet_coco_config_trains_tests_and_matches_cocoeval(tmp_path, monkeypatch, capsys):
+    data = generate_coco(str(tmp_path / 'data' / 'coco'), num_train=3, num_val=3,
                          img_size=(64, 96), names=('person', 'bicycle', 'car'),
                          cat_ids=(1, 2, 3))
     work = tmp_path / 'work'
@@ -78,7 +86,7 @@ def test_mmdet_coco_config_trains_tests_and_matches_cocoeval(tmp_path):
 
     dets = json.load(open(prefix + '.bbox.json'))
     # score_thr 0: detections (those of the 77 classes the json lacks are left out of it)
-    assert dets and {d['image_id'] for d in dets} <= {500000, 500007}
+    assert dets and {d['image_id'] for d in dets} <= {500000, 500007, 500014}
     assert {d['category_id'] for d in dets} <= {1, 2, 3}
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO(osp.join(data, 'annotations', 'instances_val2017.json'))
@@ -89,12 +97,16 @@ def test_mmdet_coco_config_trains_tests_and_matches_cocoeval(tmp_path):
     direct = {k: float(f'{coco_eval.stats[i]:.4f}') for i, k in enumerate(KEYS)}
     assert direct == tested
 
+    # --format-only writes the same submission file (in-process: one interpreter less)
+    monkeypatch.chdir(tmp_path)
+    _tool().main([CONFIG, str(work / 'epoch_1.pth'), '--format-only', '--eval-options',
+                  f'jsonfile_prefix={tmp_path / "sub"}', '--cfg-options'] + SHRINK)
+    assert 'bbox results written to' in capsys.readouterr().out
+    assert json.load(open(tmp_path / 'sub.bbox.json')) == dets
 
-def test_format_only_writes_the_submission_file(tmp_path):
-    spec = importlib.util.spec_from_file_location('ckptzoo_tools_test',
-                                                  osp.join(ROOT, 'tools', 'test.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+
+def test_format_only_arguments():
+    tool = _tool()
     with pytest.raises(SystemExit):  # the files would vanish with a temporary folder
         tool.parse_args([CONFIG, 'x.pth', '--format-only'])
     with pytest.raises(SystemExit):
