@@ -1,8 +1,8 @@
 from .builder import (DistributedGroupSampler, GroupSampler, build_dataloader, build_dataset,
                       collate, worker_init_fn)
-from .coco import CocoDataset
 from .classification import (BaseClassificationDataset, ImageFolderDataset,
                              SyntheticClassificationDataset)
+from .coco import CocoDataset
 from .custom import CustomDataset
 from .dataset_wrappers import ConcatDataset, RepeatDataset
 from .pipelines import *  # noqa: F401,F403
@@ -12,5 +12,6 @@ from .voc import VOCDataset, XMLDataset
 
 __all__ = ['DistributedGroupSampler', 'GroupSampler', 'build_dataloader', 'build_dataset',
            'collate', 'worker_init_fn', 'BaseClassificationDataset', 'ImageFolderDataset',
-           'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset', 'RepeatDataset',
+           'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset',
+           'RepeatDataset',
            'SYNTHETIC_CLASSES', 'generate_coco', 'generate_voc', 'VOCDataset', 'XMLDataset']
