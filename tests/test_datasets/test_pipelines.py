@@ -149,6 +149,11 @@ def test_normalize():
         np.array(IMG_NORM['std'], np.float32)
     np.testing.assert_allclose(r['img'], expected, rtol=1e-6)
     assert r['img'].dtype == np.float32 and r['img_norm_cfg']['to_rgb'] is True
+    # mmdet's caffe-style configs: BGR kept, mean subtracted, std 1
+    caffe = dict(mean=[103.530, 116.280, 123.675], std=[1.0, 1.0, 1.0], to_rgb=False)
+    r = Normalize(**caffe)(_results(4, 5))
+    np.testing.assert_allclose(r['img'], img - np.array(caffe['mean'], np.float32), rtol=1e-6)
+    assert r['img_norm_cfg']['to_rgb'] is False
 
 
 def test_pad():

@@ -171,7 +171,7 @@ class ResNet(nn.Module):
                  pretrained=None, init_cfg=None):
         super().__init__()
         if depth not in self.arch_settings:
-            raise ValueError(f'invalid depth {depth!r} for ResNet: allowed are '
+            raise ValueError(f'invalid depth {depth!r} for {type(self).__name__}: allowed are '
                            f'{", ".join(map(str, self.arch_settings))}')
         if not (isinstance(num_stages, int) and 1 <= num_stages <= 4):
             raise ValueError(f'num_stages must be an int in 1..4, got {num_stages!r}')
@@ -219,10 +219,10 @@ class ResNet(nn.Module):
         self.res_layers = []
         for i, num_blocks in enumerate(self.stage_blocks):
             planes = base_channels * 2**i
-            layer = ResLayer(self.block, self.inplanes, planes, num_blocks, stride=strides[i],
-                             dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
-                             style=style, with_cp=self.with_cp[i],
-                             cp_use_reentrant=cp_use_reentrant)
+            layer = self.make_res_layer(
+                block=self.block, inplanes=self.inplanes, planes=planes, num_blocks=num_blocks,
+                stride=strides[i], dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
+                style=style, with_cp=self.with_cp[i], cp_use_reentrant=cp_use_reentrant)
             self.inplanes = planes * self.block.expansion
             name = f'layer{i + 1}'
             self.add_module(name, layer)
@@ -230,6 +230,10 @@ class ResNet(nn.Module):
         self.feat_dim = self.inplanes
         self._init_default_weights()
         self._freeze_stages()
+
+    def make_res_layer(self, **kwargs):
+        """One stage (mmdet's hook: variants such as ResNeXt change the blocks here)."""
+        return ResLayer(**kwargs)
 
     def _make_stem_layer(self, in_channels, stem_channels):
         if self.deep_stem:
@@ -279,7 +283,7 @@ class ResNet(nn.Module):
 
     def init_weights(self):
         """Load ``init_cfg=dict(type='Pretrained', checkpoint=...)`` if given."""
-        load_pretrained(self, self.init_cfg, 'ResNet')
+        load_pretrained(self, self.init_cfg, type(self).__name__)
 
     def _freeze_stages(self):
         if self.frozen_stages >= 0:
