@@ -40,8 +40,7 @@ from torchvision.ops import StochasticDepth
 from ...registry import MODELS
 from ...runner.checkpoint import load_file
 from ..checkpoint import checkpoint, per_stage_flags
-from ..utils.ckpt_convert import (unfold_order_vector, unfold_order_weight,
-                                  convert_official_swin)
+from ..utils.ckpt_convert import convert_official_swin, unfold_order_vector, unfold_order_weight
 from ..utils.pretrained import check_pretrained_cfg, load_pretrained, pretrained_to_init_cfg
 
 __all__ = ['SwinTransformer', 'SwinBlock', 'PatchMerging', 'PatchEmbed',
@@ -405,7 +404,6 @@ class SwinTransformer(nn.Module):
         else:
             state_dict = self._resize_bias_tables(convert_official_swin(state_dict))
         missing, _ = self.load_state_dict(state_dict, strict=False)
-        missing = [k for k in missing if not k.endswith('relative_position_index')]
         if missing:
             warnings.warn(f'keys missing from {cfg["checkpoint"]}: {missing}')
 

@@ -15,8 +15,8 @@ def unfold_order_vector(v):
 
 
 def convert_official_swin(state_dict):
-    """An official Swin (V1) checkpoint's state dict in SwinTransformer's (mmdet's) keys, as mmdet 2.x's
-    ``swin_converter`` + ``SwinTransformer.init_weights`` convert it.
+    """An official Swin (V1) checkpoint's state dict in SwinTransformer's (mmdet's) keys, as
+    mmdet 2.x's ``swin_converter`` + ``SwinTransformer.init_weights`` convert it.
 
     ``layers.i`` -> ``stages.i``; ``attn.*`` -> ``attn.w_msa.*``; ``mlp.fc1 / fc2`` ->
     ``ffn.layers.0.0 / ffn.layers.1``; ``patch_embed.proj`` -> ``patch_embed.projection``;
