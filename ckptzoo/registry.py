@@ -58,6 +58,7 @@ DATASETS = _make('dataset')
 TRANSFORMS = _make('transform')
 PIPELINES = TRANSFORMS  # mmdet 2.x name
 OPTIMIZERS = _make('optimizer')
+OPTIMIZER_BUILDERS = _make('optimizer constructor')
 
 for _name, _cls in vars(torch.optim).items():
     if inspect.isclass(_cls) and issubclass(_cls, torch.optim.Optimizer) \
@@ -94,15 +95,16 @@ def build_transform(cfg, default_args=None):
 
 
 def build_optimizer(model, cfg):
-    """``optimizer = dict(type='SGD', lr=..., ...)`` from ``torch.optim`` over the model's
-    trainable parameters (frozen ones are left out, as torch would reject none but waste state)."""
+    """mmcv 1.x's ``build_optimizer``: ``optimizer = dict(type='SGD', lr=..., ...)`` from
+    ``torch.optim``, built by ``constructor`` (default ``DefaultOptimizerConstructor``) with
+    ``paramwise_cfg``. Without ``paramwise_cfg`` the model's trainable parameters form one
+    group (frozen ones are left out: torch would accept them but they only waste state)."""
     if not isinstance(cfg, dict):
         raise TypeError(f'optimizer config must be a dict, got {cfg!r}')
+    from .runner import optimizer_constructor  # noqa: F401  (registers the constructor)
     cfg = dict(cfg)
-    if cfg.get('paramwise_cfg'):
-        raise NotImplementedError(
-            f'optimizer paramwise_cfg is not supported yet, got {cfg["paramwise_cfg"]!r}')
-    cfg.pop('paramwise_cfg', None)
-    model = getattr(model, 'module', model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    return OPTIMIZERS.build(cfg, default_args=dict(params=params))
+    constructor = cfg.pop('constructor', 'DefaultOptimizerConstructor')
+    paramwise_cfg = cfg.pop('paramwise_cfg', None)
+    builder = OPTIMIZER_BUILDERS.build(dict(type=constructor, optimizer_cfg=cfg,
+                                            paramwise_cfg=paramwise_cfg))
+    return builder(model)

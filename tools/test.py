@@ -26,6 +26,9 @@ def parse_args(argv=None):
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--work-dir', help='where to write the evaluation metrics (json)')
     parser.add_argument('--out', help='output result file in pickle format')
+    parser.add_argument('--format-only', action='store_true',
+                        help='only write the results in the dataset\'s submission format (COCO '
+                        'json: --eval-options jsonfile_prefix=PREFIX writes PREFIX.bbox.json)')
     parser.add_argument('--eval', type=str, nargs='+',
                         help='evaluation metrics, e.g. "mAP" for VOC, "accuracy" for '
                         'classification')
@@ -38,8 +41,15 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
-    if not args.out and not args.eval:
-        parser.error('give at least one of --out (save the results) and --eval (evaluate)')
+    if not (args.out or args.eval or args.format_only):
+        parser.error('give at least one of --out (save the results), --eval (evaluate) and '
+                     '--format-only (write the submission file)')
+    if args.eval and args.format_only:
+        parser.error('--eval and --format-only cannot be both specified')
+    if args.format_only and 'jsonfile_prefix' not in (args.eval_options or {}):
+        # mmdet 2.x wrote into a temporary folder it then deleted
+        parser.error('--format-only needs --eval-options jsonfile_prefix=PREFIX (where the '
+                     'files go)')
     if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
         parser.error(f'--out must be a .pkl or .pickle file, got {args.out!r}')
     return args
@@ -96,6 +106,13 @@ def main(argv=None):
         if args.out:
             print(f'writing results to {args.out}')
             mmengine.dump(outputs, args.out)
+        if args.format_only:
+            if not hasattr(dataset, 'format_results'):
+                raise NotImplementedError(f'{type(dataset).__name__} has no submission format '
+                                          f'(format_results); use --out or --eval')
+            result_files, _ = dataset.format_results(outputs, **args.eval_options)
+            for kind, path in sorted(set(result_files.items())):
+                print(f'{kind} results written to {path}')
         if args.eval:
             eval_kwargs = dict(cfg.get('evaluation', {}))
             for key in ('interval', 'tmpdir', 'start', 'gpu_collect', 'save_best', 'rule',

@@ -34,18 +34,27 @@ def set_random_seed(seed, deterministic=False):
 
 
 def prepare_synthetic_data(cfg, distributed=False):
-    """Write the generated VOC-format dataset that ``cfg.synthetic_data`` describes (the
-    arguments of :func:`ckptzoo.datasets.generate_voc`), once: nothing is downloaded, and a
-    complete dataset made with the same arguments is reused."""
+    """Write the generated dataset that ``cfg.synthetic_data`` describes, once: nothing is
+    downloaded, and a complete dataset made with the same arguments is reused.
+
+    ``format='voc'`` (the default) takes the arguments of
+    :func:`ckptzoo.datasets.generate_voc`, ``format='coco'`` those of
+    :func:`ckptzoo.datasets.generate_coco`."""
     spec = cfg.get('synthetic_data')
     if not spec:
         return None
-    from ..datasets import generate_voc
+    from ..datasets import generate_coco, generate_voc
     from ..runner.dist_utils import get_dist_info
+    spec = dict(spec)
+    fmt = spec.pop('format', 'voc')
+    generators = dict(voc=generate_voc, coco=generate_coco)
+    if fmt not in generators:
+        raise ValueError(f'synthetic_data.format must be one of {sorted(generators)}, '
+                         f'got {fmt!r}')
     rank, _ = get_dist_info()
     root = None
     if rank == 0:
-        root = generate_voc(**spec)
+        root = generators[fmt](**spec)
     if distributed:
         torch.distributed.barrier()
     return root

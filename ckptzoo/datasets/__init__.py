@@ -2,13 +2,16 @@ from .builder import (DistributedGroupSampler, GroupSampler, build_dataloader, b
                       collate, worker_init_fn)
 from .classification import (BaseClassificationDataset, ImageFolderDataset,
                              SyntheticClassificationDataset)
+from .coco import CocoDataset
 from .custom import CustomDataset
 from .dataset_wrappers import ConcatDataset, RepeatDataset
 from .pipelines import *  # noqa: F401,F403
+from .synthetic_coco import generate_coco
 from .synthetic_voc import SYNTHETIC_CLASSES, generate_voc
 from .voc import VOCDataset, XMLDataset
 
 __all__ = ['DistributedGroupSampler', 'GroupSampler', 'build_dataloader', 'build_dataset',
            'collate', 'worker_init_fn', 'BaseClassificationDataset', 'ImageFolderDataset',
-           'SyntheticClassificationDataset', 'CustomDataset', 'ConcatDataset', 'RepeatDataset',
-           'SYNTHETIC_CLASSES', 'generate_voc', 'VOCDataset', 'XMLDataset']
+           'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset',
+           'RepeatDataset',
+           'SYNTHETIC_CLASSES', 'generate_coco', 'generate_voc', 'VOCDataset', 'XMLDataset']

@@ -94,14 +94,16 @@ def _iou(a, b):
     return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
 
 
-def _make_image(rng, classes, h_range, w_range, obj_size, max_objects):
+def _make_image(rng, classes, h_range, w_range, obj_size, max_objects, min_objects=1,
+                keep_masks=False):
+    """An image and its objects (VOC boxes); ``keep_masks`` adds each object's ``mask``."""
     h = int(rng.integers(h_range[0], h_range[1] + 1))
     w = int(rng.integers(w_range[0], w_range[1] + 1))
     bg = int(rng.integers(90, 170))
     img = np.full((h, w, 3), bg, dtype=np.int16)
     img += rng.integers(-12, 13, size=(h, w, 1), dtype=np.int16)
     objects, placed = [], []
-    num = int(rng.integers(1, max_objects + 1))
+    num = int(rng.integers(min_objects, max_objects + 1))
     for _ in range(num):
         for _attempt in range(20):
             cls = int(rng.integers(len(classes)))
@@ -130,6 +132,8 @@ def _make_image(rng, classes, h_range, w_range, obj_size, max_objects):
         small = min(box[2] - box[0] + 1, box[3] - box[1] + 1) < DIFFICULT_BELOW
         objects.append(dict(name=classes[cls], bbox=box, truncated=int(clipped),
                             difficult=int(small)))
+        if keep_masks:
+            objects[-1]['mask'] = mask
     return np.clip(img, 0, 255).astype(np.uint8), objects
 
 

@@ -300,11 +300,8 @@ class BaseRunner:
     def register_momentum_hook(self, momentum_config):
         if momentum_config is None or isinstance(momentum_config, Hook):
             return self._register(momentum_config, priority='HIGH')
-        cfg = dict(momentum_config)
-        if 'policy' in cfg:
-            policy = cfg.pop('policy')
-            cfg['type'] = policy[0].upper() + policy[1:] + 'MomentumUpdaterHook'
-        self._register(cfg, priority='HIGH')
+        from .hooks.momentum_updater import build_momentum_hook
+        self.register_hook(build_momentum_hook(momentum_config), priority='HIGH')
 
     def register_optimizer_hook(self, optimizer_config):
         self._register(optimizer_config, 'OptimizerHook', priority='ABOVE_NORMAL')

@@ -1,11 +1,15 @@
 """Checkpoint files: resolving names offline, loading safely, saving atomically.
 
-Nothing downloads at run time: ``torchvision://resnet50`` and URLs are looked up in the local
-torch hub cache and fail with a message saying where to put the file. Loading uses
+Nothing downloads at run time: ``torchvision://resnet50``, ``open-mmlab://NAME`` (also
+``openmmlab://``; mmcv 1.x's deprecated names are followed, with a warning), ``mmcls://NAME``
+and URLs are looked up in the local torch hub cache, where mmcv 1.x downloaded them, and fail
+with a message saying where to put the file. ``mmcls://`` checkpoints are mmcls classifiers:
+as in mmcv, only their ``backbone.`` weights are loaded, without the prefix. Loading uses
 ``torch.load(weights_only=True)``; saving writes a temporary file and renames it, so a crash
 during a save never corrupts the last good checkpoint, and a full disk fails with the path and
 the bytes needed.
 """
+import difflib
 import errno
 import glob
 import os
@@ -19,7 +23,9 @@ from collections import OrderedDict
 from urllib.parse import urlparse
 
 import torch
-from mmengine.runner.checkpoint import get_torchvision_models
+from mmengine.runner.checkpoint import (_get_mmengine_home, get_deprecated_model_names,
+                                        get_external_models, get_mmcls_models,
+                                        get_torchvision_models)
 from mmengine.runner.checkpoint import load_state_dict as _mmengine_load_state_dict
 
 __all__ = ['resolve_checkpoint_path', 'load_file', 'load_checkpoint', 'save_checkpoint',
@@ -32,42 +38,82 @@ def _hub_file(url):
     return osp.join(torch.hub.get_dir(), 'checkpoints', osp.basename(urlparse(url).path))
 
 
+_OPENMMLAB_PREFIXES = ('open-mmlab://', 'openmmlab://')
+
+
+def _model_zoo_url(filename):
+    """The URL (or mmengine-home path) a model-zoo name stands for, or None for other names."""
+    if filename.startswith('torchvision://'):
+        name, urls, zoo = filename[len('torchvision://'):], get_torchvision_models(), 'torchvision'
+    elif filename.startswith('mmcls://'):
+        name, urls, zoo = filename[len('mmcls://'):], get_mmcls_models(), 'mmcls'
+    elif filename.startswith(_OPENMMLAB_PREFIXES):
+        prefix = next(p for p in _OPENMMLAB_PREFIXES if filename.startswith(p))
+        name, urls, zoo = filename[len(prefix):], get_external_models(), 'OpenMMLab'
+        deprecated = get_deprecated_model_names()
+        if name in deprecated:
+            warnings.warn(f'{prefix}{name} is deprecated in favor of {prefix}{deprecated[name]}')
+            name = deprecated[name]
+    else:
+        return None
+    if name not in urls:
+        close = difflib.get_close_matches(name, list(urls), n=5, cutoff=0.5)
+        hint = f'did you mean {", ".join(close)}?' if close else f'known: {", ".join(sorted(urls))}'
+        raise ValueError(f'unknown {zoo} model {name!r} in {filename!r}; {hint}')
+    url = urls[name]
+    if not url.startswith(('http://', 'https://')):
+        return osp.join(_get_mmengine_home(), url)  # a file shipped next to mmengine's cache
+    return url
+
+
 def resolve_checkpoint_path(filename):
-    """A local path for ``filename``: a path, ``torchvision://NAME`` or an http(s) URL."""
+    """A local path for ``filename``: a path, a model-zoo name (``torchvision://``,
+    ``open-mmlab://``, ``openmmlab://``, ``mmcls://``) or an http(s) URL."""
     if not isinstance(filename, (str, os.PathLike)):
         raise TypeError(f'checkpoint must be a path or a URL string, got {filename!r}')
     filename = os.fspath(filename)
-    if filename.startswith('torchvision://'):
-        name = filename[len('torchvision://'):]
-        urls = get_torchvision_models()
-        if name not in urls:
-            raise ValueError(f'unknown torchvision model {name!r} in {filename!r}; '
-                             f'known: {", ".join(sorted(urls))}')
-        filename = urls[name]
+    name = filename
+    url = _model_zoo_url(filename)
+    if url is not None:
+        filename = url
     if filename.startswith(('http://', 'https://')):
         path = _hub_file(filename)
         if not osp.isfile(path):
+            what = filename if name == filename else f'{name} ({filename})'
             raise FileNotFoundError(
-                f'{filename} is not in the local torch hub cache and ckptzoo downloads nothing '
+                f'{what} is not in the local torch hub cache and ckptzoo downloads nothing '
                 f'at run time: download it on a machine with internet access and put it at '
                 f'{path} (or give a local path instead)')
         return path
     if not osp.isfile(filename):
-        raise FileNotFoundError(f'checkpoint file not found: {filename}')
+        what = filename if name == filename else f'{name} ({filename})'
+        raise FileNotFoundError(f'checkpoint file not found: {what}')
     return filename
 
 
+def _mmcls_backbone(checkpoint):
+    """mmcv's processing of ``mmcls://`` checkpoints: the ``backbone.`` weights, unprefixed."""
+    state_dict = checkpoint.get('state_dict', checkpoint)
+    return dict(state_dict=OrderedDict((k[len('backbone.'):], v) for k, v in state_dict.items()
+                                       if k.startswith('backbone.')))
+
+
 def load_file(filename, map_location='cpu'):
-    """``torch.load`` with ``weights_only=True``; errors name the file."""
+    """``torch.load`` with ``weights_only=True``; errors name the file. As mmcv's
+    ``_load_checkpoint``, an ``mmcls://`` checkpoint comes back as its backbone's state dict."""
     path = resolve_checkpoint_path(filename)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         raise RuntimeError(
             f'checkpoint {path} is corrupt, or holds objects other than tensors and plain '
             f'containers (refused by torch.load(weights_only=True)): {e}') from e
     except Exception as e:  # the unpickler raises anything from IndexError to EOFError
         raise RuntimeError(f'checkpoint {path} is corrupt or not a torch checkpoint: {e}') from e
+    if isinstance(filename, str) and filename.startswith('mmcls://') \
+            and isinstance(checkpoint, dict):
+        checkpoint = _mmcls_backbone(checkpoint)
+    return checkpoint
 
 
 def get_state_dict(module):

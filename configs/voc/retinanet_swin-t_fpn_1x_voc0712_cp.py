@@ -1,6 +1,6 @@
 # RetinaNet with a checkpointed Swin-T backbone (mmdet 2.x's retinanet_swin-t-p4-w7 shape).
-# Pretrained weights: convert torchvision's swin_t with
-# ckptzoo.models.backbones.swin.convert_torchvision_swin and give the file as init_cfg.
+# Pretrained weights: init_cfg with convert_weights=True for the official Swin release's file
+# (as mmdet 2.x), or convert_weights='torchvision' for torchvision's swin_t weights.
 _base_ = './retinanet_r50_fpn_1x_voc0712.py'
 model = dict(
     backbone=dict(_delete_=True, type='SwinTransformer', arch='tiny', drop_path_rate=0.2,

@@ -1,4 +1,6 @@
 """The optimizer hook chosen from optimizer_config x fp16 (DESIGN.md's rule)."""
+import os
+
 import pytest
 
 from ckptzoo.apis import select_optimizer_hook
@@ -50,3 +52,16 @@ def test_auto_scale_lr():
     cfg.auto_scale_lr.base_batch_size = 0
     with pytest.raises(ValueError, match='base_batch_size must be a positive int, got 0'):
         auto_scale_lr(cfg, world_size=1)
+
+
+def test_prepare_synthetic_data_coco_and_unknown_format(tmp_path):
+    from mmengine.config import Config
+
+    from ckptzoo.apis import prepare_synthetic_data
+    root = str(tmp_path / 'coco')
+    cfg = Config(dict(synthetic_data=dict(format='coco', root=root, num_train=2, num_val=1,
+                                          img_size=32)))
+    assert prepare_synthetic_data(cfg) == root
+    assert os.path.isfile(os.path.join(root, 'annotations', 'instances_val2017.json'))
+    with pytest.raises(ValueError, match="'coco', 'voc'"):
+        prepare_synthetic_data(Config(dict(synthetic_data=dict(format='yolo', root=root))))

@@ -76,6 +76,32 @@ def test_resize_multiscale_modes():
         Resize(img_scale=(1, 2), multiscale_mode='bad')
 
 
+def test_resize_multiscale_draws_as_mmdet():
+    """mmdet 2.x's draws from the global numpy RNG, in its order: 'range' takes the long edge
+    then the short edge (randint, bounds inclusive), 'value' one index; a seed gives the same
+    scales as in mmdet. Config lists of lists are accepted."""
+    scales = [[1333, 640], [1333, 800]]
+    np.random.seed(7)
+    expected = [(np.random.randint(1333, 1334), np.random.randint(640, 801)) for _ in range(5)]
+    np.random.seed(7)
+    t = Resize(img_scale=scales, multiscale_mode='range')
+    got = [t(_results(40, 60))['scale'] for _ in range(5)]
+    assert got == expected and len(set(got)) > 1
+    values = [(1333, 640), (1333, 672), (1333, 704)]
+    np.random.seed(7)
+    expected = [values[np.random.randint(3)] for _ in range(6)]
+    np.random.seed(7)
+    t = Resize(img_scale=values, multiscale_mode='value')
+    results = [t(_results(40, 60)) for _ in range(6)]
+    assert [r['scale'] for r in results] == expected
+    assert [r['scale_idx'] for r in results] == [values.index(s) for s in expected]
+    # keep_ratio: 60x40 scaled by min(1333 / 60, short / 40)
+    for r in results:
+        assert r['img'].shape[0] == r['scale'][1]
+    with pytest.raises(ValueError, match='exactly 2 scales'):
+        Resize(img_scale=values, multiscale_mode='range')(_results(40, 60))
+
+
 def test_resize_preset_scale_and_override():
     res = _results(20, 40)
     res['scale_factor'] = 1.5
@@ -123,6 +149,11 @@ def test_normalize():
         np.array(IMG_NORM['std'], np.float32)
     np.testing.assert_allclose(r['img'], expected, rtol=1e-6)
     assert r['img'].dtype == np.float32 and r['img_norm_cfg']['to_rgb'] is True
+    # mmdet's caffe-style configs: BGR kept, mean subtracted, std 1
+    caffe = dict(mean=[103.530, 116.280, 123.675], std=[1.0, 1.0, 1.0], to_rgb=False)
+    r = Normalize(**caffe)(_results(4, 5))
+    np.testing.assert_allclose(r['img'], img - np.array(caffe['mean'], np.float32), rtol=1e-6)
+    assert r['img_norm_cfg']['to_rgb'] is False
 
 
 def test_pad():

@@ -229,3 +229,42 @@ def test_architecture_options_build_and_run():
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         ResNet(**kwargs)
+
+
+def test_caffe_style_with_frozen_norms_as_mmdet_caffe_configs():
+    """mmdet's ``retinanet_r50_caffe_fpn``: stride on the first 1x1 conv, BN frozen and eval."""
+    import torch.nn.functional as F
+    from ckptzoo.registry import build_optimizer
+    cfg = dict(type='ResNet', depth=50, base_channels=8, num_stages=4, out_indices=(0, 1, 2, 3),
+               frozen_stages=1, norm_cfg=dict(type='BN', requires_grad=False), norm_eval=True,
+               style='caffe')
+    model = build_backbone(cfg)
+    pytorch_style = build_backbone(dict(cfg, style='pytorch'))
+    for stage in (model.layer2, model.layer3, model.layer4):
+        assert stage[0].conv1.stride == (2, 2) and stage[0].conv2.stride == (1, 1)
+    assert pytorch_style.layer2[0].conv1.stride == (1, 1)
+    assert pytorch_style.layer2[0].conv2.stride == (2, 2)
+    bn = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+    assert all(not p.requires_grad for m in bn for p in m.parameters())
+    opt = build_optimizer(model, dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=1e-4))
+    trainable = [p for n, p in model.named_parameters() if p.requires_grad]
+    assert len(opt.param_groups[0]['params']) == len(trainable) and all(
+        'conv' in n or 'downsample.0' in n for n, p in model.named_parameters()
+        if p.requires_grad)
+    model.train()
+    assert all(not m.training for m in bn)
+    before = {n: b.clone() for n, b in model.named_buffers()}
+    x = torch.randn(1, 3, 64, 64)
+    outs = model(x)
+    assert [o.shape[-1] for o in outs] == [16, 8, 4, 2]
+    for n, b in model.named_buffers():
+        torch.testing.assert_close(b, before[n], rtol=0, atol=0)
+    # layer2's first block by hand: 1x1 conv with stride 2, then the 3x3 with stride 1
+    block, inp = model.layer2[0], outs[0]
+    with torch.no_grad():
+        y = F.relu(block.bn1(F.conv2d(inp, block.conv1.weight, stride=2)))
+        y = F.relu(block.bn2(F.conv2d(y, block.conv2.weight, stride=1, padding=1)))
+        y = block.bn3(F.conv2d(y, block.conv3.weight))
+        y = F.relu(y + block.downsample(inp))
+        torch.testing.assert_close(torch.nn.Sequential(*list(model.layer2)[1:])(y), outs[1],
+                                   rtol=1e-5, atol=1e-5)

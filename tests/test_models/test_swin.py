@@ -131,7 +131,7 @@ def test_torchvision_swin_t_gives_same_features(swin_t, tmp_path):
     path = tmp_path / 'swin_t.pth'
     torch.save(swin_t.state_dict(), path)
     built = build_model(dict(type='SwinTransformer', arch='tiny', out_indices=(3, ),
-                             convert_weights=True,
+                             convert_weights='torchvision',
                              init_cfg=dict(type='Pretrained', checkpoint=str(path))))
     built.init_weights()
     with torch.no_grad():
@@ -167,3 +167,111 @@ def test_bad_arguments():
         SwinTransformer(dict(TINY, num_heads=(1, 3, 4)), out_indices=(2, ))
     with pytest.raises(ValueError, match='a Swin V2 state dict'):
         convert_torchvision_swin({'features.1.0.attn.logit_scale': torch.zeros(1)})
+
+
+def _tiny_torchvision_swin(window=4):
+    from torchvision.models.swin_transformer import SwinTransformer as TVSwin
+    torch.manual_seed(0)
+    tv = TVSwin(patch_size=[4, 4], embed_dim=8, depths=[2, 2], num_heads=[1, 2],
+                window_size=[window, window], stochastic_depth_prob=0.0)
+    for m in tv.modules():
+        if isinstance(m, torch.nn.LayerNorm):
+            torch.nn.init.normal_(m.weight, 1, 0.2), torch.nn.init.normal_(m.bias, 0, 0.2)
+    return tv
+
+
+def _official_keys(tv_state):
+    """torchvision's Swin in the official release's keys (the two differ only in names)."""
+    out = {}
+    for k, v in tv_state.items():
+        parts = k.split('.')
+        if k.startswith('features.0.'):
+            k = {'0': 'patch_embed.proj.', '2': 'patch_embed.norm.'}[parts[2]] + parts[3]
+        elif k.startswith('features.'):
+            idx = int(parts[1])
+            rest = '.'.join(parts[2:]).replace('mlp.0.', 'mlp.fc1.').replace('mlp.3.', 'mlp.fc2.')
+            k = (f'layers.{(idx - 1) // 2}.blocks.{rest}' if idx % 2 else
+                 f'layers.{idx // 2 - 1}.downsample.{rest}')
+        out[k] = v
+    out['layers.0.blocks.1.attn_mask'] = torch.zeros(4, 16, 16)  # a derived buffer
+    return out
+
+
+def test_convert_weights_true_reads_the_official_swin_format(tmp_path):
+    tv = _tiny_torchvision_swin()
+    official, tv_file = tmp_path / 'official.pth', tmp_path / 'tv.pth'
+    torch.save(dict(model=_official_keys(tv.state_dict())), official)
+    torch.save(tv.state_dict(), tv_file)
+    arch = dict(embed_dims=8, depths=(2, 2), num_heads=(1, 2))
+    models = {}
+    for convert, path in ((True, official), ('torchvision', tv_file)):
+        models[convert] = build_model(dict(
+            type='SwinTransformer', arch=arch, window_size=4, out_indices=(0, 1),
+            convert_weights=convert, init_cfg=dict(type='Pretrained', checkpoint=str(path))))
+    with pytest.warns(UserWarning, match=r"keys missing from .*official.pth: \['norm0.weight', "
+                      r"'norm0.bias', 'norm1.weight', 'norm1.bias'\]"):
+        models[True].init_weights()  # the final norm is the classifier's: mmdet skips it too
+    with pytest.warns(UserWarning, match=r"keys missing from .*tv.pth: \['norm0.weight'"):
+        models['torchvision'].init_weights()  # torchvision's final norm -> norm1
+    ours, ref = models[True].state_dict(), models['torchvision'].state_dict()
+    for k, v in ref.items():
+        if not k.startswith('norm'):
+            torch.testing.assert_close(ours[k], v, rtol=0, atol=0, msg=k)
+    models[True].norm1.load_state_dict(models['torchvision'].norm1.state_dict())
+    x = torch.randn(1, 3, 32, 48)
+    with torch.no_grad():
+        out = models[True].eval()(x)[1]
+        expected = tv.eval().norm(tv.features(x)).permute(0, 3, 1, 2)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="not an official Swin state dict.*convert_weights="
+                       "'torchvision'"):
+        models[True].init_cfg = dict(type='Pretrained', checkpoint=str(tv_file))
+        models[True].init_weights()
+    with pytest.raises(ValueError, match="convert_weights must be False, True .* got 'tv'"):
+        SwinTransformer(arch, out_indices=(1, ), convert_weights='tv')
+
+
+def test_official_bias_tables_of_another_window_are_resized(tmp_path):
+    tv = _tiny_torchvision_swin(window=4)
+    path = tmp_path / 'official.pth'
+    torch.save(dict(model=_official_keys(tv.state_dict())), path)
+    model = SwinTransformer(dict(embed_dims=8, depths=(2, 2), num_heads=(1, 2)), window_size=6,
+                            out_indices=(1, ), convert_weights=True,
+                            init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    with pytest.warns(UserWarning, match='keys missing'):
+        model.init_weights()
+    table = tv.features[1][0].attn.relative_position_bias_table  # 7 x 7 positions, 1 head
+    expected = F.interpolate(table.detach().t().reshape(1, 1, 7, 7), size=(11, 11),
+                             mode='bicubic').reshape(1, 121).t()
+    torch.testing.assert_close(
+        model.stages[0].blocks[0].attn.w_msa.relative_position_bias_table.detach(), expected,
+        rtol=0, atol=0)
+
+
+def test_mmdet_swin_checkpoint_loads_strictly(tmp_path):
+    """The keys of mmdet 2.x's SwinTransformer (relative_position_index buffers included)."""
+    model = SwinTransformer(dict(embed_dims=8, depths=(1, 1), num_heads=(1, 2)),
+                            window_size=4, out_indices=(0, 1))
+    block = ['norm1.weight', 'norm1.bias', 'attn.w_msa.relative_position_bias_table',
+             'attn.w_msa.relative_position_index', 'attn.w_msa.qkv.weight',
+             'attn.w_msa.qkv.bias', 'attn.w_msa.proj.weight', 'attn.w_msa.proj.bias',
+             'norm2.weight', 'norm2.bias', 'ffn.layers.0.0.weight', 'ffn.layers.0.0.bias',
+             'ffn.layers.1.weight', 'ffn.layers.1.bias']
+    mmdet_keys = (['patch_embed.projection.weight', 'patch_embed.projection.bias',
+                   'patch_embed.norm.weight', 'patch_embed.norm.bias']
+                  + [f'stages.0.blocks.0.{k}' for k in block]
+                  + ['stages.0.downsample.norm.weight', 'stages.0.downsample.norm.bias',
+                     'stages.0.downsample.reduction.weight']
+                  + [f'stages.1.blocks.0.{k}' for k in block]
+                  + ['norm0.weight', 'norm0.bias', 'norm1.weight', 'norm1.bias'])
+    assert list(model.state_dict()) == mmdet_keys
+    other = SwinTransformer(dict(embed_dims=8, depths=(1, 1), num_heads=(1, 2)),
+                            window_size=4, out_indices=(0, 1))
+    detector = {f'backbone.{k}': v for k, v in other.state_dict().items()}
+    detector['neck.lateral_convs.0.conv.weight'] = torch.zeros(1)
+    path = tmp_path / 'retinanet_swin.pth'
+    torch.save(dict(meta=dict(mmdet_version='2.28.2'), state_dict=detector), path)
+    from ckptzoo.runner.checkpoint import load_checkpoint
+    load_checkpoint(model, str(path), strict=True, prefix='backbone')
+    for k, v in other.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[k], v, rtol=0, atol=0)

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from ckptzoo.runner import IterBasedRunner, OptimizerHook
-from ckptzoo.runner.checkpoint import load_checkpoint, load_file, save_checkpoint
+from ckptzoo.runner.checkpoint import (load_checkpoint, load_file, resolve_checkpoint_path,
+                                     save_checkpoint)
 
 from .toy import ToyDataset, loader, make_model, quiet_logger
 
@@ -90,3 +91,58 @@ def test_hook_priorities_order():
     assert [type(h).__name__ for h in runner.hooks] == ['b', 'd', 'a', 'c']
     with pytest.raises(ValueError, match="unknown priority 'URGENT'"):
         runner.register_hook(type('e', (Hook, ), {})(), 'URGENT')
+
+
+@pytest.fixture
+def hub_dir(tmp_path):
+    old = torch.hub.get_dir()
+    torch.hub.set_dir(str(tmp_path / 'hub'))
+    (tmp_path / 'hub' / 'checkpoints').mkdir(parents=True)
+    yield tmp_path / 'hub' / 'checkpoints'
+    torch.hub.set_dir(old)
+
+
+def test_openmmlab_names_resolve_from_the_hub_cache(hub_dir):
+    from mmengine.runner.checkpoint import get_external_models
+    url = get_external_models()['resnext101_32x4d']
+    with pytest.raises(FileNotFoundError, match=r'open-mmlab://resnext101_32x4d \(https://'
+                       r'.*resnext101_32x4d.*\) is not in the local torch hub cache.*put it at '
+                       f'{hub_dir}'):
+        resolve_checkpoint_path('open-mmlab://resnext101_32x4d')
+    model = torch.nn.Linear(2, 2)
+    torch.save(dict(state_dict=model.state_dict()), hub_dir / url.rsplit('/', 1)[1])
+    path = resolve_checkpoint_path('open-mmlab://resnext101_32x4d')
+    assert path == str(hub_dir / url.rsplit('/', 1)[1])
+    assert resolve_checkpoint_path('openmmlab://resnext101_32x4d') == path
+    other = torch.nn.Linear(2, 2)
+    load_checkpoint(other, 'open-mmlab://resnext101_32x4d', strict=True)
+    torch.testing.assert_close(other.weight, model.weight, rtol=0, atol=0)
+
+
+def test_openmmlab_deprecated_and_unknown_names(hub_dir):
+    from mmengine.runner.checkpoint import get_external_models
+    url = get_external_models()['detectron/resnet50_caffe']
+    torch.save({}, hub_dir / url.rsplit('/', 1)[1])
+    with pytest.warns(UserWarning, match='open-mmlab://resnet50_caffe is deprecated in favor '
+                      'of open-mmlab://detectron/resnet50_caffe'):
+        assert resolve_checkpoint_path('open-mmlab://resnet50_caffe').endswith(
+            url.rsplit('/', 1)[1])
+    with pytest.raises(ValueError, match=r"unknown OpenMMLab model 'resnext101_32x5d'.*did you "
+                       r'mean .*resnext101_32x4d'):
+        resolve_checkpoint_path('open-mmlab://resnext101_32x5d')
+    with pytest.raises(ValueError, match=r"unknown mmcls model 'resnet51'"):
+        resolve_checkpoint_path('mmcls://resnet51')
+
+
+def test_mmcls_names_load_the_backbone(hub_dir):
+    from mmengine.runner.checkpoint import get_mmcls_models
+    url = get_mmcls_models()['resnet50']
+    w = torch.randn(2, 2)
+    torch.save(dict(meta={}, state_dict={'backbone.fc.weight': w, 'head.fc.weight': w + 1}),
+               hub_dir / url.rsplit('/', 1)[1])
+    ckpt = load_file('mmcls://resnet50')
+    assert list(ckpt) == ['state_dict'] and list(ckpt['state_dict']) == ['fc.weight']
+    model = torch.nn.Module()
+    model.fc = torch.nn.Linear(2, 2, bias=False)
+    load_checkpoint(model, 'mmcls://resnet50', strict=True)
+    torch.testing.assert_close(model.fc.weight, w, rtol=0, atol=0)

@@ -4,7 +4,10 @@ import pytest
 import torch
 
 from ckptzoo.registry import HOOKS
-from ckptzoo.runner.hooks import (CosineAnnealingLrUpdaterHook, FixedLrUpdaterHook, Hook,
+from ckptzoo.runner.hooks import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHook,
+                                  CyclicLrUpdaterHook, ExpLrUpdaterHook, FixedLrUpdaterHook,
+                                  FlatCosineAnnealingLrUpdaterHook, Hook, InvLrUpdaterHook,
+                                  LinearAnnealingLrUpdaterHook, OneCycleLrUpdaterHook,
                                   PolyLrUpdaterHook, StepLrUpdaterHook, build_lr_hook)
 from tests.test_runner.hook_fakes import CumulativeStub, FakeRunner
 
@@ -173,10 +176,17 @@ def test_initial_lr_from_resumed_optimizer(tmp_path):
     ('step', 'StepLrUpdaterHook'), ('Step', 'StepLrUpdaterHook'),
     ('CosineAnnealing', 'CosineAnnealingLrUpdaterHook'),
     ('cosineannealing', 'CosineAnnealingLrUpdaterHook'), ('poly', 'PolyLrUpdaterHook'),
-    ('fixed', 'FixedLrUpdaterHook')])
+    ('fixed', 'FixedLrUpdaterHook'), ('exp', 'ExpLrUpdaterHook'), ('inv', 'InvLrUpdaterHook'),
+    ('CosineRestart', 'CosineRestartLrUpdaterHook'), ('cyclic', 'CyclicLrUpdaterHook'),
+    ('OneCycle', 'OneCycleLrUpdaterHook'), ('onecycle', 'OneCycleLrUpdaterHook'),
+    ('FlatCosineAnnealing', 'FlatCosineAnnealingLrUpdaterHook'),
+    ('LinearAnnealing', 'LinearAnnealingLrUpdaterHook')])
 def test_build_lr_hook(policy, name):
-    extra = dict(step=[8, 11]) if name.startswith('Step') else (
-        dict(min_lr=0.) if name.startswith('Cosine') else {})
+    extra = dict(StepLrUpdaterHook=dict(step=[8, 11]), ExpLrUpdaterHook=dict(gamma=0.9),
+                 InvLrUpdaterHook=dict(gamma=0.1), OneCycleLrUpdaterHook=dict(max_lr=0.1),
+                 CosineRestartLrUpdaterHook=dict(periods=[5], min_lr=0.)).get(name, {})
+    if 'Annealing' in name:
+        extra = dict(min_lr_ratio=0.01)
     cfg = dict(policy=policy, warmup='linear', warmup_iters=500, warmup_ratio=0.001, **extra)
     hook = build_lr_hook(cfg)
     assert type(hook).__name__ == name and type(hook) is HOOKS.get(name)
@@ -199,3 +209,121 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match='exactly one of min_lr and min_lr_ratio'):
         CosineAnnealingLrUpdaterHook(min_lr=0., min_lr_ratio=0.1)
     assert math.isclose(StepLrUpdaterHook(step=3).gamma, 0.1)
+
+
+def test_exp_by_iter_and_inv_by_epoch(tmp_path):
+    lrs = _first(_run(_runner(tmp_path), ExpLrUpdaterHook(by_epoch=False, gamma=0.9), iters=5))
+    assert lrs == pytest.approx([0.1 * 0.9**i for i in range(5)], rel=1e-12)
+    lrs = _first(_run(_runner(tmp_path), InvLrUpdaterHook(gamma=0.5, power=2.), epochs=3,
+                      epoch_len=2))
+    assert lrs[::2] == pytest.approx([0.1, 0.1 / 1.5**2, 0.1 / 2.0**2], rel=1e-12)
+
+
+def test_linear_and_flat_cosine_annealing(tmp_path):
+    lrs = _first(_run(_runner(tmp_path), LinearAnnealingLrUpdaterHook(
+        by_epoch=False, min_lr_ratio=0.5), iters=4))
+    assert lrs == pytest.approx([0.1, 0.0875, 0.075, 0.0625], rel=1e-12)
+    lrs = _first(_run(_runner(tmp_path), FlatCosineAnnealingLrUpdaterHook(
+        by_epoch=False, start_percent=0.5, min_lr=0.), iters=8))
+    # flat for round(8 * 0.5) = 4 iterations, then cosine over the remaining 4
+    assert lrs == pytest.approx([0.1] * 4 + [0.05 * (1 + math.cos(math.pi * i / 4))
+                                            for i in range(4)], rel=1e-12)
+
+
+def test_cosine_restart(tmp_path):
+    hook = CosineRestartLrUpdaterHook(by_epoch=False, periods=[4, 6], restart_weights=[1, 0.5],
+                                      min_lr_ratio=0.1)
+    lrs = _first(_run(_runner(tmp_path), hook, iters=10))
+    # period 1: 0.01 + 0.045 (1 + cos(pi i / 4)); period 2 restarts at 0.5 * 0.1 + 0.5 * 0.01
+    expected = [0.01 + 0.045 * (1 + math.cos(math.pi * i / 4)) for i in range(4)]
+    expected += [0.01 + 0.5 * 0.5 * 0.09 * (1 + math.cos(math.pi * i / 6)) for i in range(6)]
+    assert lrs == pytest.approx(expected, rel=1e-12)
+    assert lrs[4] == pytest.approx(0.055, rel=1e-12)
+    with pytest.raises(ValueError, match=r'progress 10 is past the end of the periods'):
+        _run(_runner(tmp_path), CosineRestartLrUpdaterHook(by_epoch=False, periods=[4, 6],
+                                                           restart_weights=[1, 1], min_lr=0.),
+             iters=11)
+
+
+def _cyclic_reference(base, i, per_cycle, up, high, low, gamma):
+    """The cyclic schedule from its definition: cosine up, then down, amplitude gamma**cycle."""
+    cycle, t = divmod(i, per_cycle)
+    peak = base + gamma**cycle * (high - base)
+    if t < up:
+        return peak + 0.5 * (base - peak) * (1 + math.cos(math.pi * t / up))
+    return low * base + 0.5 * (peak - low * base) * (1 + math.cos(math.pi * (t - up) /
+                                                                  (per_cycle - up)))
+
+
+def test_cyclic(tmp_path):
+    hook = CyclicLrUpdaterHook(target_ratio=(10, 1e-4), cyclic_times=2, step_ratio_up=0.4,
+                               gamma=0.5)
+    lrs = _first(_run(_runner(tmp_path), hook, iters=10))
+    # 10 iterations, 2 cycles of 5, int(0.4 * 5) = 2 rising
+    assert lrs == pytest.approx([_cyclic_reference(0.1, i, 5, 2, 1.0, 1e-4, 0.5)
+                                 for i in range(10)], rel=1e-12)
+    assert lrs[2] == pytest.approx(1.0) and lrs[7] == pytest.approx(0.55)
+    linear = _first(_run(_runner(tmp_path), CyclicLrUpdaterHook(
+        target_ratio=2., step_ratio_up=0.5, anneal_strategy='linear'), iters=4))
+    assert linear == pytest.approx([0.1, 0.15, 0.2, 0.2 + (2e-6 - 0.2) / 2], rel=1e-12)
+
+
+def _torch_one_cycle(max_lr, total_steps, **kwargs):
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD([dict(params=[p]) for p in model.parameters()], lr=1., momentum=0.9)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=max_lr, total_steps=total_steps,
+                                                **kwargs)
+    lrs = []
+    for _ in range(total_steps):
+        lrs.append([g['lr'] for g in opt.param_groups])
+        opt.step()
+        sched.step()
+    return lrs
+
+
+@pytest.mark.parametrize('kwargs', [
+    dict(), dict(anneal_strategy='linear', pct_start=0.25), dict(three_phase=True),
+    dict(div_factor=10., final_div_factor=100., pct_start=0.5)])
+def test_one_cycle_equals_torch(tmp_path, kwargs):
+    runner = _runner(tmp_path, lrs=(0.3, 0.3))
+    lrs = _run(runner, OneCycleLrUpdaterHook(max_lr=[0.5, 0.2], **kwargs), iters=20)
+    reference = _torch_one_cycle([0.5, 0.2], 20, cycle_momentum=False, **kwargs)
+    assert lrs == [pytest.approx(r, rel=1e-9) for r in reference]
+
+
+def test_one_cycle_total_steps(tmp_path):
+    lrs = _first(_run(_runner(tmp_path), OneCycleLrUpdaterHook(max_lr=0.5, total_steps=30),
+                      iters=20))
+    assert lrs == pytest.approx(_first(_torch_one_cycle(0.5, 30, cycle_momentum=False)[:20]),
+                                rel=1e-9)
+    with pytest.raises(ValueError, match=r'total_steps \(5\) must be at least the run.s 20'):
+        _run(_runner(tmp_path), OneCycleLrUpdaterHook(max_lr=0.5, total_steps=5), iters=20)
+
+
+def test_accumulation_cyclic_schedules_count_updates(tmp_path):
+    # k = 3 over 20 iterations = 7 updates: the same lrs as 7 plain iterations, each held for
+    # the 3 iterations of its update
+    for make in (lambda: OneCycleLrUpdaterHook(max_lr=0.5),
+                 lambda: CyclicLrUpdaterHook(cyclic_times=2, gamma=0.5),
+                 lambda: CosineRestartLrUpdaterHook(by_epoch=False, periods=[3, 4],
+                                                    restart_weights=[1, 1], min_lr=0.)):
+        plain = _first(_run(_runner(tmp_path), make(), iters=7))
+        accum = _first(_run(_runner(tmp_path, cumulative_iters=3), make(), iters=20))
+        assert accum == [plain[i // 3] for i in range(20)]
+
+
+def test_new_policies_bad_arguments():
+    with pytest.raises(ValueError, match='only supports by_epoch=False'):
+        CyclicLrUpdaterHook(by_epoch=True)
+    with pytest.raises(ValueError, match='only supports by_epoch=False'):
+        OneCycleLrUpdaterHook(max_lr=0.1, by_epoch=True)
+    with pytest.raises(ValueError, match='target_ratio must be a number or a tuple'):
+        CyclicLrUpdaterHook(target_ratio=(1, 2, 3))
+    with pytest.raises(ValueError, match='anneal_strategy must be one of cos, linear'):
+        CyclicLrUpdaterHook(anneal_strategy='cosine')
+    with pytest.raises(ValueError, match='pct_start must be a float in'):
+        OneCycleLrUpdaterHook(max_lr=0.1, pct_start=1.5)
+    with pytest.raises(ValueError, match='restart_weights must be a list as long as periods'):
+        CosineRestartLrUpdaterHook(periods=[2, 2], min_lr=0.)
+    with pytest.raises(ValueError, match='exactly one of min_lr and min_lr_ratio'):
+        CosineRestartLrUpdaterHook(periods=[2])

@@ -1,5 +1,6 @@
 from .densenet import DenseNet
-from .swin import SwinTransformer, convert_torchvision_swin
+from .swin import SwinTransformer, convert_official_swin, convert_torchvision_swin
 from .resnet import BasicBlock, Bottleneck, ResLayer, ResNet, ResNetV1d
+from .resnext import ResNeXt
 
-__all__ = ['DenseNet', 'SwinTransformer', 'convert_torchvision_swin', 'BasicBlock', 'Bottleneck', 'ResLayer', 'ResNet', 'ResNetV1d']
+__all__ = ['DenseNet', 'SwinTransformer', 'convert_torchvision_swin', 'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResLayer', 'ResNet', 'ResNetV1d', 'ResNeXt']

@@ -176,7 +176,7 @@ class ResNet(BaseBackbone):
                  pretrained=None, init_cfg=None):
         super().__init__()
         if depth not in self.arch_settings:
-            raise ValueError(f'invalid depth {depth!r} for ResNet: allowed are '
+            raise ValueError(f'invalid depth {depth!r} for {type(self).__name__}: allowed are '
                            f'{", ".join(map(str, self.arch_settings))}')
         if not (isinstance(num_stages, int) and 1 <= num_stages <= 4):
             raise ValueError(f'num_stages must be an int in 1..4, got {num_stages!r}')
@@ -233,7 +233,7 @@ class ResNet(BaseBackbone):
         self._freeze_stages()
 
     def make_res_layer(self, **kwargs):
-        """One stage (mmdet's hook: ResNeXt and friends override it to pass block options)."""
+        """One stage (mmdet's hook: variants such as ResNeXt change the blocks here)."""
         return ResLayer(**kwargs)
 
     def _make_stem_layer(self, in_channels, stem_channels):
@@ -284,7 +284,7 @@ class ResNet(BaseBackbone):
 
     def init_weights(self):
         """Load ``init_cfg=dict(type='Pretrained', checkpoint=...)`` if given."""
-        load_pretrained(self, self.init_cfg, 'ResNet')
+        load_pretrained(self, self.init_cfg, type(self).__name__)
 
     def _frozen_modules(self):
         stem = self._stem_modules() if self.frozen_stages >= 0 else []

@@ -2,9 +2,13 @@
 
 Keys are mmdet's (``patch_embed.projection``, ``stages.0.blocks.0.attn.w_msa.qkv``,
 ``stages.0.blocks.0.ffn.layers.0.0``, ``stages.0.downsample.reduction``, ``norm0..norm3``), so
-mmdet Swin detector checkpoints load (``prefix='backbone'``). torchvision ``swin_t / swin_s /
-swin_b`` state dicts load through :func:`convert_torchvision_swin` (or ``convert_weights=True``
-with ``init_cfg``) and give torchvision's features: the shifted-window attention follows
+mmdet Swin detector checkpoints load strictly (``prefix='backbone'``, ``relative_position_index``
+buffers included). ``convert_weights=True`` means what it means in mmdet 2.x: ``init_cfg`` is a
+checkpoint of the official Swin release (``swin_tiny_patch4_window7_224.pth``; keys
+``layers.0.blocks.0.attn.qkv``, ``mlp.fc1``, ...), converted by :func:`convert_official_swin`.
+torchvision ``swin_t / swin_s / swin_b`` state dicts load through
+:func:`convert_torchvision_swin` (``convert_weights='torchvision'`` with ``init_cfg``) and give
+torchvision's features: the shifted-window attention follows
 torchvision's (and the original Swin's) semantics exactly: each block pads its input to a
 multiple of the window, a window at least as large as the padded map is not shifted (mmdet
 shifts it anyway), the mask value is -100, patch merging pads odd sizes.
@@ -37,11 +41,14 @@ from torchvision.ops import StochasticDepth
 from ...registry import MODELS
 from ...runner.checkpoint import load_file
 from ..checkpointing import CheckpointUnit
+from ..utils.ckpt_convert import convert_official_swin, unfold_order_vector, unfold_order_weight
 from ..utils.pretrained import check_pretrained_cfg, load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
 
 __all__ = ['SwinTransformer', 'SwinBlock', 'PatchMerging', 'PatchEmbed',
-           'convert_torchvision_swin']
+           'convert_torchvision_swin', 'convert_official_swin']
+
+CONVERT_WEIGHTS = (False, True, 'official', 'torchvision')
 
 
 def _window_mask(pad_h, pad_w, window, shift, device):
@@ -75,14 +82,19 @@ class WindowMSA(nn.Module):
         coords = torch.stack(torch.meshgrid(torch.arange(window_size), torch.arange(window_size),
                                             indexing='ij')).flatten(1)
         rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (window_size - 1)
-        # derived, so not saved: checkpoints with or without it load alike
+        # saved, as mmdet 2.x saves it (its checkpoints load strictly); derived, so the loaded
+        # value is replaced by this one and checkpoints without it load too
         self.register_buffer('relative_position_index',
-                             rel[..., 0] * (2 * window_size - 1) + rel[..., 1], persistent=False)
+                             rel[..., 0] * (2 * window_size - 1) + rel[..., 1])
         self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
         self.attn_drop = nn.Dropout(attn_drop_rate)
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop_rate)
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        state_dict[prefix + 'relative_position_index'] = self.relative_position_index
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x, mask=None):
         """``x``: [B * nW, N, C]; ``mask``: [nW, N, N] or None."""
@@ -256,7 +268,9 @@ class SwinTransformer(BaseBackbone):
             merging and (stage 0) the patch embedding; for all stages or one flag per stage.
             ``set_checkpoint_plan`` changes modes later.
         cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
-        convert_weights (bool): ``init_cfg`` points at a torchvision checkpoint to convert.
+        convert_weights (bool | str): ``True`` or ``'official'``: ``init_cfg`` is an official
+            Swin checkpoint (mmdet 2.x's meaning); ``'torchvision'``: a torchvision one;
+            ``False``: this module's (mmdet's) keys.
         init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH, prefix=None)``.
     """
 
@@ -305,6 +319,10 @@ class SwinTransformer(BaseBackbone):
                 raise ValueError(f'{name} must be in [0, 1), got {rate!r}')
         out_indices = self._check_out_indices(out_indices, num_stages)
         self._check_frozen_stages(frozen_stages, num_stages)
+        if not any(convert_weights is v or (isinstance(v, str) and convert_weights == v)
+                   for v in CONVERT_WEIGHTS):
+            raise ValueError(f"convert_weights must be False, True (= 'official') or "
+                             f"'torchvision', got {convert_weights!r}")
         with_cp = self._stage_flags(with_cp, num_stages)
         init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         self.embed_dims, self.depths, self.num_heads = embed_dims, tuple(depths), tuple(num_heads)
@@ -366,18 +384,40 @@ class SwinTransformer(BaseBackbone):
                 nn.init.zeros_(m.bias)
 
     def init_weights(self):
-        """Load ``init_cfg``; with ``convert_weights`` the file is a torchvision checkpoint."""
+        """Load ``init_cfg``, converting an official (``convert_weights=True``) or torchvision
+        (``'torchvision'``) checkpoint first; converted loads are non-strict (``norm{i}`` of
+        the outputs have no counterpart) and warn about the missing keys."""
         cfg = check_pretrained_cfg(self.init_cfg, 'SwinTransformer')
         if cfg is None:
             return
-        if not self.convert_weights:
+        if self.convert_weights is False:
             load_pretrained(self, cfg, 'SwinTransformer')
             return
         ckpt = load_file(cfg['checkpoint'], map_location='cpu')
         state_dict = ckpt.get('state_dict', ckpt.get('model', ckpt))
-        missing, _ = self.load_state_dict(convert_torchvision_swin(state_dict), strict=False)
+        if self.convert_weights == 'torchvision':
+            state_dict = convert_torchvision_swin(state_dict)
+        else:
+            state_dict = self._resize_bias_tables(convert_official_swin(state_dict))
+        missing, _ = self.load_state_dict(state_dict, strict=False)
         if missing:
             warnings.warn(f'keys missing from {cfg["checkpoint"]}: {missing}')
+
+    def _resize_bias_tables(self, state_dict):
+        """mmdet's: bicubic-resize relative position bias tables of another window size."""
+        own = self.state_dict()
+        for key, table in state_dict.items():
+            if 'relative_position_bias_table' not in key or key not in own:
+                continue
+            (l1, h1), (l2, h2) = table.shape, own[key].shape
+            if h1 != h2:
+                raise ValueError(f'{key} has {h1} heads in the checkpoint, the model {h2}')
+            if l1 != l2:
+                s1, s2 = int(l1**0.5), int(l2**0.5)
+                resized = F.interpolate(table.permute(1, 0).reshape(1, h1, s1, s1),
+                                        size=(s2, s2), mode='bicubic')
+                state_dict[key] = resized.view(h2, l2).permute(1, 0).contiguous()
+        return state_dict
 
     def _frozen_modules(self):
         frozen = [self.patch_embed] if self.frozen_stages >= 0 else []
@@ -411,16 +451,6 @@ class SwinTransformer(BaseBackbone):
             if i in self.out_indices:
                 outs.append(getattr(self, f'norm{i}')(feat).permute(0, 3, 1, 2).contiguous())
         return tuple(outs)
-
-
-def _unfold_order_weight(w):
-    """torchvision / original Swin patch-merging input order -> mmcv's unfold order."""
-    out_c, in_c = w.shape
-    return w.reshape(out_c, 4, in_c // 4)[:, [0, 2, 1, 3], :].transpose(1, 2).reshape(out_c, in_c)
-
-
-def _unfold_order_vector(v):
-    return v.reshape(4, -1)[[0, 2, 1, 3], :].transpose(0, 1).reshape(-1)
 
 
 def convert_torchvision_swin(state_dict):
@@ -463,7 +493,8 @@ def convert_torchvision_swin(state_dict):
             rest = re.sub(r'^(\d+)\.mlp\.3\.', r'\1.ffn.layers.1.', rest)
             out[f'stages.{(idx - 1) // 2}.blocks.{rest}'] = value
         else:
-            value = _unfold_order_weight(value) if rest.startswith('reduction.') \
-                else _unfold_order_vector(value)
+            value = unfold_order_weight(value) if rest.startswith('reduction.') \
+                else unfold_order_vector(value)
             out[f'stages.{idx // 2 - 1}.downsample.{rest}'] = value
     return out
+

@@ -4,8 +4,15 @@ from .hook import Hook
 from .iter_timer import IterTimerHook
 from .logger import LoggerHook, TensorboardLoggerHook, TextLoggerHook
 from .num_class_check import NumClassCheckHook
-from .lr_updater import (CosineAnnealingLrUpdaterHook, FixedLrUpdaterHook, LrUpdaterHook,
+from .lr_cyclic import CyclicLrUpdaterHook, OneCycleLrUpdaterHook
+from .lr_updater import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHook,
+                         ExpLrUpdaterHook, FixedLrUpdaterHook, FlatCosineAnnealingLrUpdaterHook,
+                         InvLrUpdaterHook, LinearAnnealingLrUpdaterHook, LrUpdaterHook,
                          PolyLrUpdaterHook, StepLrUpdaterHook, build_lr_hook)
+from .momentum_updater import (CosineAnnealingMomentumUpdaterHook, CyclicMomentumUpdaterHook,
+                               LinearAnnealingMomentumUpdaterHook, MomentumUpdaterHook,
+                               OneCycleMomentumUpdaterHook, StepMomentumUpdaterHook,
+                               build_momentum_hook)
 from .optimizer import (Fp16OptimizerHook, GradientCumulativeFp16OptimizerHook,
                         GradientCumulativeOptimizerHook, OptimizerHook)
 from .sampler_seed import DistSamplerSeedHook
@@ -13,5 +20,10 @@ from .sampler_seed import DistSamplerSeedHook
 __all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook', 'LoggerHook',
            'TextLoggerHook', 'TensorboardLoggerHook', 'LrUpdaterHook', 'StepLrUpdaterHook',
            'CosineAnnealingLrUpdaterHook', 'PolyLrUpdaterHook', 'FixedLrUpdaterHook',
-           'build_lr_hook', 'DistSamplerSeedHook', 'NumClassCheckHook', 'OptimizerHook', 'Fp16OptimizerHook',
+           'build_lr_hook', 'ExpLrUpdaterHook', 'InvLrUpdaterHook', 'CosineRestartLrUpdaterHook',
+           'FlatCosineAnnealingLrUpdaterHook', 'LinearAnnealingLrUpdaterHook',
+           'CyclicLrUpdaterHook', 'OneCycleLrUpdaterHook', 'MomentumUpdaterHook',
+           'StepMomentumUpdaterHook', 'CosineAnnealingMomentumUpdaterHook',
+           'LinearAnnealingMomentumUpdaterHook', 'CyclicMomentumUpdaterHook',
+           'OneCycleMomentumUpdaterHook', 'build_momentum_hook', 'DistSamplerSeedHook', 'NumClassCheckHook', 'OptimizerHook', 'Fp16OptimizerHook',
            'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook']

@@ -15,8 +15,11 @@ from ...registry import HOOKS
 from .hook import Hook
 
 __all__ = ['LrUpdaterHook', 'StepLrUpdaterHook', 'CosineAnnealingLrUpdaterHook',
-           'PolyLrUpdaterHook', 'FixedLrUpdaterHook', 'annealing_cos', 'build_lr_hook',
-           'get_cumulative_iters']
+           'PolyLrUpdaterHook', 'FixedLrUpdaterHook', 'ExpLrUpdaterHook', 'InvLrUpdaterHook',
+           'FlatCosineAnnealingLrUpdaterHook', 'LinearAnnealingLrUpdaterHook',
+           'CosineRestartLrUpdaterHook', 'annealing_cos', 'annealing_linear', 'build_lr_hook',
+           'build_schedule_hook', 'format_param', 'get_cumulative_iters', 'schedule_progress',
+           'check_warmup', 'check_min', 'min_target']
 
 _WARMUP_TYPES = ('constant', 'linear', 'exp')
 
@@ -30,10 +33,63 @@ def get_cumulative_iters(runner):
     return 1
 
 
+def schedule_progress(runner, by_epoch):
+    """``(progress, max_progress)`` in epochs, or in optimizer updates when iteration-based."""
+    if by_epoch:
+        return runner.epoch, runner.max_epochs
+    k = get_cumulative_iters(runner)
+    return runner.iter // k, math.ceil(runner.max_iters / k)
+
+
 def annealing_cos(start, end, factor, weight=1):
-    """Cosine from ``start`` (factor 0) to ``end`` (factor 1)."""
+    """Cosine from ``weight * start + (1 - weight) * end`` (factor 0) to ``end`` (factor 1)."""
     cos_out = math.cos(math.pi * factor) + 1
     return end + 0.5 * weight * (start - end) * cos_out
+
+
+def annealing_linear(start, end, factor):
+    """Linear from ``start`` (factor 0) to ``end`` (factor 1)."""
+    return start + (end - start) * factor
+
+
+def format_param(name, optim, param):
+    """A per-group list from a number, a per-group list, or a dict keyed by optimizer name."""
+    if isinstance(param, numbers.Number):
+        return [param] * len(optim.param_groups)
+    if isinstance(param, (list, tuple)):
+        if len(param) != len(optim.param_groups):
+            raise ValueError(f'expected {len(optim.param_groups)} values for {name} (one per '
+                             f'param group), got {len(param)}: {param!r}')
+        return list(param)
+    if isinstance(param, dict):
+        if name not in param:
+            raise KeyError(f'no value for optimizer {name!r} in {param!r}')
+        return format_param(name, optim, param[name])
+    raise TypeError(f'expected a number, a list or a dict of them for {name}, got {param!r}')
+
+
+def check_warmup(warmup, warmup_iters, warmup_ratio):
+    if warmup is None:
+        return
+    if warmup not in _WARMUP_TYPES:
+        raise ValueError(f'warmup must be None or one of {", ".join(_WARMUP_TYPES)}, '
+                         f'got {warmup!r}')
+    if not isinstance(warmup_iters, numbers.Integral) or warmup_iters <= 0:
+        raise ValueError(f'warmup_iters must be a positive int when warmup is set, '
+                         f'got {warmup_iters!r}')
+    if not 0 < warmup_ratio <= 1.0:
+        raise ValueError(f'warmup_ratio must be in (0, 1], got {warmup_ratio!r}')
+
+
+def min_target(base, minimum, ratio):
+    """The end of an annealing: ``base * ratio`` when a ratio is given, else ``minimum``."""
+    return base * ratio if ratio is not None else minimum
+
+
+def check_min(min_value, min_ratio, what):
+    if (min_value is None) == (min_ratio is None):
+        raise ValueError(f'exactly one of min_{what} and min_{what}_ratio must be given, got '
+                         f'min_{what}={min_value!r}, min_{what}_ratio={min_ratio!r}')
 
 
 @HOOKS.register_module()
@@ -56,15 +112,7 @@ class LrUpdaterHook(Hook):
 
     def __init__(self, by_epoch=True, warmup=None, warmup_iters=0, warmup_ratio=0.1,
                  warmup_by_epoch=False):
-        if warmup is not None:
-            if warmup not in _WARMUP_TYPES:
-                raise ValueError(f'warmup must be None or one of {", ".join(_WARMUP_TYPES)}, '
-                                 f'got {warmup!r}')
-            if not isinstance(warmup_iters, numbers.Integral) or warmup_iters <= 0:
-                raise ValueError(f'warmup_iters must be a positive int when warmup is set, '
-                                 f'got {warmup_iters!r}')
-            if not 0 < warmup_ratio <= 1.0:
-                raise ValueError(f'warmup_ratio must be in (0, 1], got {warmup_ratio!r}')
+        check_warmup(warmup, warmup_iters, warmup_ratio)
         self.by_epoch = by_epoch
         self.warmup = warmup
         self.warmup_ratio = warmup_ratio
@@ -81,10 +129,7 @@ class LrUpdaterHook(Hook):
     # -- progress ---------------------------------------------------------------------------
     def get_progress(self, runner):
         """``(progress, max_progress)`` in epochs, or in optimizer updates when iteration-based."""
-        if self.by_epoch:
-            return runner.epoch, runner.max_epochs
-        k = get_cumulative_iters(runner)
-        return runner.iter // k, math.ceil(runner.max_iters / k)
+        return schedule_progress(runner, self.by_epoch)
 
     def _resolve_warmup_iters(self, runner):
         if self.warmup_iters is None:
@@ -213,22 +258,96 @@ class StepLrUpdaterHook(LrUpdaterHook):
         return lr
 
 
-@HOOKS.register_module()
-class CosineAnnealingLrUpdaterHook(LrUpdaterHook):
-    """Cosine from base_lr to ``min_lr`` (or ``base_lr * min_lr_ratio``) over the run."""
+class _AnnealingLrUpdaterHook(LrUpdaterHook):
+    """Base of the schedules that end at ``min_lr`` or ``base_lr * min_lr_ratio``."""
 
     def __init__(self, min_lr=None, min_lr_ratio=None, **kwargs):
-        if (min_lr is None) == (min_lr_ratio is None):
-            raise ValueError(f'exactly one of min_lr and min_lr_ratio must be given, got '
-                             f'min_lr={min_lr!r}, min_lr_ratio={min_lr_ratio!r}')
+        check_min(min_lr, min_lr_ratio, 'lr')
         self.min_lr = min_lr
         self.min_lr_ratio = min_lr_ratio
         super().__init__(**kwargs)
 
+    def target_lr(self, base_lr):
+        return min_target(base_lr, self.min_lr, self.min_lr_ratio)
+
+
+@HOOKS.register_module()
+class CosineAnnealingLrUpdaterHook(_AnnealingLrUpdaterHook):
+    """Cosine from base_lr to ``min_lr`` (or ``base_lr * min_lr_ratio``) over the run."""
+
     def get_lr(self, runner, base_lr):
         progress, max_progress = self.get_progress(runner)
-        target = base_lr * self.min_lr_ratio if self.min_lr_ratio is not None else self.min_lr
-        return annealing_cos(base_lr, target, progress / max_progress)
+        return annealing_cos(base_lr, self.target_lr(base_lr), progress / max_progress)
+
+
+@HOOKS.register_module()
+class LinearAnnealingLrUpdaterHook(_AnnealingLrUpdaterHook):
+    """Linear from base_lr to ``min_lr`` (or ``base_lr * min_lr_ratio``) over the run."""
+
+    def get_lr(self, runner, base_lr):
+        progress, max_progress = self.get_progress(runner)
+        return annealing_linear(base_lr, self.target_lr(base_lr), progress / max_progress)
+
+
+@HOOKS.register_module()
+class FlatCosineAnnealingLrUpdaterHook(_AnnealingLrUpdaterHook):
+    """base_lr until ``start_percent`` of the run (rounded), then cosine to the minimum."""
+
+    def __init__(self, start_percent=0.75, min_lr=None, min_lr_ratio=None, **kwargs):
+        if isinstance(start_percent, bool) or not isinstance(start_percent, float) \
+                or not 0 <= start_percent <= 1:
+            raise ValueError(f'start_percent must be a float in [0, 1], got {start_percent!r}')
+        self.start_percent = start_percent
+        super().__init__(min_lr=min_lr, min_lr_ratio=min_lr_ratio, **kwargs)
+
+    def get_lr(self, runner, base_lr):
+        progress, max_progress = self.get_progress(runner)
+        start = round(max_progress * self.start_percent)
+        if progress < start:
+            return base_lr
+        return annealing_cos(base_lr, self.target_lr(base_lr),
+                             (progress - start) / (max_progress - start))
+
+
+@HOOKS.register_module()
+class CosineRestartLrUpdaterHook(_AnnealingLrUpdaterHook):
+    """Cosine annealing restarted after each of ``periods`` (epochs or updates).
+
+    Period ``i`` starts at ``restart_weights[i] * base_lr + (1 - restart_weights[i]) * target``
+    and anneals to the target (``min_lr`` or ``base_lr * min_lr_ratio``). The run must not
+    outlast ``sum(periods)``.
+    """
+
+    def __init__(self, periods, restart_weights=(1, ), min_lr=None, min_lr_ratio=None,
+                 **kwargs):
+        if not isinstance(periods, (list, tuple)) or not periods or not all(
+                isinstance(p, numbers.Integral) and p > 0 for p in periods):
+            raise ValueError(f'periods must be a non-empty list of positive ints, got '
+                             f'{periods!r}')
+        if not isinstance(restart_weights, (list, tuple)) or \
+                len(restart_weights) != len(periods):
+            raise ValueError(f'restart_weights must be a list as long as periods '
+                             f'({len(periods)}), got {restart_weights!r}')
+        self.periods = list(periods)
+        self.restart_weights = list(restart_weights)
+        super().__init__(min_lr=min_lr, min_lr_ratio=min_lr_ratio, **kwargs)
+        self.cumulative_periods = [sum(self.periods[:i + 1]) for i in range(len(self.periods))]
+
+    def get_lr(self, runner, base_lr):
+        progress, _ = self.get_progress(runner)
+        idx = get_position_from_periods(progress, self.cumulative_periods)
+        start = 0 if idx == 0 else self.cumulative_periods[idx - 1]
+        alpha = min((progress - start) / self.periods[idx], 1)
+        return annealing_cos(base_lr, self.target_lr(base_lr), alpha, self.restart_weights[idx])
+
+
+def get_position_from_periods(progress, cumulative_periods):
+    """The index of the first cumulative period end beyond ``progress``."""
+    for i, end in enumerate(cumulative_periods):
+        if progress < end:
+            return i
+    raise ValueError(f'progress {progress} is past the end of the periods (cumulative '
+                     f'{cumulative_periods}): make sum(periods) cover the whole run')
 
 
 @HOOKS.register_module()
@@ -246,40 +365,68 @@ class PolyLrUpdaterHook(LrUpdaterHook):
         return (base_lr - self.min_lr) * coeff + self.min_lr
 
 
-def _lr_hook_names():
-    return sorted(n for n in HOOKS.module_dict if n.endswith('LrUpdaterHook')
-                  and n != 'LrUpdaterHook')
+@HOOKS.register_module()
+class ExpLrUpdaterHook(LrUpdaterHook):
+    """lr = base_lr * gamma ** progress (epochs or updates)."""
+
+    def __init__(self, gamma, **kwargs):
+        self.gamma = gamma
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        progress, _ = self.get_progress(runner)
+        return base_lr * self.gamma**progress
 
 
-def build_lr_hook(lr_config):
-    """The lr hook for an mmcv ``lr_config``: ``policy='step'`` -> ``StepLrUpdaterHook``.
+@HOOKS.register_module()
+class InvLrUpdaterHook(LrUpdaterHook):
+    """lr = base_lr * (1 + gamma * progress) ** -power (Caffe's 'inv')."""
 
-    As mmcv's ``register_lr_hook``: an all-lower-case policy is title-cased ('step' -> 'Step'),
-    a policy with capitals is kept ('CosineAnnealing'), and 'LrUpdaterHook' is appended. A
-    lower-case policy whose title case is not registered ('cosineannealing') is matched
-    case-insensitively, which mmcv did not do. None gives None; a hook is returned as is; a dict
-    with a ``type`` and no ``policy`` is built as it is.
+    def __init__(self, gamma, power=1., **kwargs):
+        self.gamma = gamma
+        self.power = power
+        super().__init__(**kwargs)
+
+    def get_lr(self, runner, base_lr):
+        progress, _ = self.get_progress(runner)
+        return base_lr * (1 + self.gamma * progress)**(-self.power)
+
+
+def build_schedule_hook(config, suffix, what):
+    """``config`` with a ``policy`` -> the ``<Policy><suffix>`` hook, mmcv's way.
+
+    As mmcv's ``register_lr_hook`` / ``register_momentum_hook``: an all-lower-case policy is
+    title-cased ('step' -> 'Step', 'onecycle' -> 'Onecycle'), a policy with capitals is kept
+    ('CosineAnnealing', 'OneCycle'). A policy whose name is not registered is then matched
+    case-insensitively ('onecycle' -> 'OneCycle'), which mmcv did not do. None gives None; a
+    hook is returned as is; a dict with a ``type`` and no ``policy`` is built as it is.
     """
-    if lr_config is None or isinstance(lr_config, Hook):
-        return lr_config
-    if not isinstance(lr_config, dict):
-        raise TypeError(f'lr_config must be a dict, a Hook or None, got {lr_config!r}')
-    cfg = dict(lr_config)
+    if config is None or isinstance(config, Hook):
+        return config
+    if not isinstance(config, dict):
+        raise TypeError(f'{what} must be a dict, a Hook or None, got {config!r}')
+    cfg = dict(config)
     if 'policy' not in cfg:
         if 'type' in cfg:
             return HOOKS.build(cfg)
-        raise KeyError(f'lr_config needs a "policy" key, got keys {sorted(cfg)}')
+        raise KeyError(f'{what} needs a "policy" key, got keys {sorted(cfg)}')
     policy = cfg.pop('policy')
     if not isinstance(policy, str) or not policy:
-        raise TypeError(f'lr_config policy must be a non-empty str, got {policy!r}')
-    name = (policy.title() if policy == policy.lower() else policy) + 'LrUpdaterHook'
-    allowed = _lr_hook_names()
+        raise TypeError(f'{what} policy must be a non-empty str, got {policy!r}')
+    name = (policy.title() if policy == policy.lower() else policy) + suffix
+    allowed = sorted(n for n in HOOKS.module_dict if n.endswith(suffix) and n != suffix)
     if name not in HOOKS.module_dict:
         matches = [n for n in allowed if n.lower() == name.lower()]
         if not matches:
-            policies = ', '.join(n[:-len('LrUpdaterHook')] for n in allowed)
-            raise ValueError(f'unknown lr_config policy {policy!r}: allowed are {policies} '
+            policies = ', '.join(n[:-len(suffix)] for n in allowed)
+            raise ValueError(f'unknown {what} policy {policy!r}: allowed are {policies} '
                              f'(any case), giving {", ".join(allowed)}')
         name = matches[0]
     cfg['type'] = name
     return HOOKS.build(cfg)
+
+
+def build_lr_hook(lr_config):
+    """The lr hook for an mmcv ``lr_config``: ``policy='step'`` -> ``StepLrUpdaterHook``
+    (see :func:`build_schedule_hook`)."""
+    return build_schedule_hook(lr_config, 'LrUpdaterHook', 'lr_config')

@@ -1,0 +1,116 @@
+"""mmdet 2.28.2's own RetinaNet config files (from the installed wheel, read, never imported)
+build in ckptzoo unchanged: model, datasets (on generated data in their data_root), optimizer,
+runner and every hook the config names."""
+import glob
+import importlib.util
+import logging
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from ckptzoo.apis import select_optimizer_hook
+from ckptzoo.datasets import build_dataloader, build_dataset, generate_coco, generate_voc
+from ckptzoo.registry import build_model, build_optimizer, build_runner
+from ckptzoo.runner.hooks import EvalHook
+
+
+def _mmdet_configs():
+    spec = importlib.util.find_spec('mmdet')  # finds the package folder, imports nothing
+    if spec is None:
+        return None
+    return osp.join(spec.submodule_search_locations[0], '.mim', 'configs')
+
+
+MMDET_CONFIGS = _mmdet_configs()
+# Ascend NPU only: its head is out of scope
+LEFT_OUT = {'retinanet/ascend_retinanet_r18_fpn_1x8_1x_coco.py'}
+RETINANET = sorted(
+    osp.relpath(p, MMDET_CONFIGS)
+    for pattern in ('retinanet/*.py', 'swin/retinanet_*.py', 'pascal_voc/retinanet_*.py')
+    for p in glob.glob(osp.join(MMDET_CONFIGS or '', pattern))) if MMDET_CONFIGS else []
+COCO_NAMES = ('person', 'bicycle', 'car')
+VOC_NAMES = ('aeroplane', 'bicycle', 'bird')
+
+pytestmark = pytest.mark.skipif(
+    MMDET_CONFIGS is None,
+    reason='mmdet 2.28.2 (its config files) is not installed: pip install -c '
+           '.ci/constraints.txt -e ".[test]"')
+
+
+@pytest.fixture(scope='module')
+def data_tree(tmp_path_factory):
+    """The trees mmdet's configs point at (data/coco, data/VOCdevkit), tiny."""
+    root = tmp_path_factory.mktemp('mmdet_data')
+    generate_coco(str(root / 'data' / 'coco'), num_train=4, num_val=3, img_size=(48, 64),
+                  names=COCO_NAMES, cat_ids=(1, 2, 3))
+    for year, seed in (('VOC2007', 0), ('VOC2012', 1)):
+        generate_voc(str(root / 'data'), num_trainval=2, num_test=2, img_size=(48, 64),
+                     seed=seed, year=year, names=VOC_NAMES)
+    return root
+
+
+def test_the_23_retinanet_configs_are_found():
+    assert len(RETINANET) == 24, RETINANET
+    assert LEFT_OUT <= set(RETINANET)
+
+
+@pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT])
+def test_mmdet_retinanet_config_builds(name, data_tree, tmp_path, monkeypatch):
+    monkeypatch.chdir(data_tree)  # the configs' relative data_root: data/coco/, data/VOCdevkit/
+    cfg = Config.fromfile(osp.join(MMDET_CONFIGS, name))
+
+    # torch's default random init of R101-sized models takes seconds each and is not under
+    # test here; tests/test_tools/test_coco.py builds and trains retinanet_r50_fpn_1x_coco.py
+    for fn in ('kaiming_uniform_', 'uniform_'):
+        monkeypatch.setattr(torch.nn.init, fn, lambda tensor, *args, **kwargs: tensor)
+    model = build_model(cfg.model)
+    assert model.bbox_head.num_classes == cfg.model.bbox_head.num_classes
+
+    train_set = build_dataset(cfg.data.train)
+    assert len(train_set) > 0 and train_set[0]['img'].data.dim() == 3
+    val_cfg = dict(cfg.data.val)
+    val_cfg.pop('samples_per_gpu', None)
+    val_set = build_dataset(val_cfg, dict(test_mode=True))
+    assert len(val_set) > 0
+    build_dataset(dict(cfg.data.test), dict(test_mode=True))
+
+    optimizer = build_optimizer(model, cfg.optimizer)
+    runner = build_runner(dict(cfg.runner), default_args=dict(
+        model=model, optimizer=optimizer, work_dir=str(tmp_path),
+        logger=logging.getLogger('test_configs_mmdet'), meta=dict()))
+    runner.register_training_hooks(
+        cfg.lr_config, select_optimizer_hook(cfg.get('optimizer_config'), cfg.get('fp16')),
+        cfg.get('checkpoint_config'), cfg.get('log_config'), cfg.get('momentum_config'),
+        custom_hooks_config=cfg.get('custom_hooks'))
+    eval_cfg = dict(cfg.get('evaluation', {}))
+    eval_cfg['by_epoch'] = cfg.runner.type != 'IterBasedRunner'
+    runner.register_hook(EvalHook(build_dataloader(val_set, 1, 0, dist=False, shuffle=False),
+                                  **eval_cfg), priority='LOW')
+    names = [type(h).__name__ for h in runner.hooks]
+    assert any(n.endswith('LrUpdaterHook') for n in names), names
+    assert any(n.endswith('OptimizerHook') for n in names), names
+    if cfg.get('fp16'):
+        assert any('Fp16' in n for n in names), names
+    if cfg.get('momentum_config'):
+        assert any(n.endswith('MomentumUpdaterHook') for n in names), names
+
+
+def _plain(value):
+    return value.to_dict() if hasattr(value, 'to_dict') else value
+
+
+@pytest.mark.parametrize('name', ['retinanet_r50_fpn_1x_coco.py',
+                                  'retinanet_r50_fpn_mstrain_640-800_3x_coco.py'])
+def test_project_coco_configs_mean_what_mmdets_do(name):
+    """configs/coco/ is written anew in the same schema; the effective settings agree."""
+    ours = Config.fromfile(osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),
+                                    'configs', 'coco', name))
+    theirs = Config.fromfile(osp.join(MMDET_CONFIGS, 'retinanet', name))
+    for key in ('model', 'optimizer', 'optimizer_config', 'lr_config', 'runner',
+                'checkpoint_config', 'custom_hooks'):
+        assert _plain(ours[key]) == _plain(theirs[key]), key
+    for split in ('train', 'val', 'test'):
+        assert ours.data[split].to_dict() == theirs.data[split].to_dict(), split
+    assert ours.evaluation.to_dict() == dict(theirs.evaluation.to_dict(), save_best='auto')
