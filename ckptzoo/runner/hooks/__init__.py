@@ -1,4 +1,5 @@
 from .checkpoint import CheckpointHook
+from .ema import BaseEMAHook, EMAHook, ExpMomentumEMAHook, LinearMomentumEMAHook
 from .evaluation import DistEvalHook, EvalHook
 from .hook import Hook
 from .iter_timer import IterTimerHook
@@ -14,4 +15,5 @@ __all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook'
            'TextLoggerHook', 'TensorboardLoggerHook', 'LrUpdaterHook', 'StepLrUpdaterHook',
            'CosineAnnealingLrUpdaterHook', 'PolyLrUpdaterHook', 'FixedLrUpdaterHook',
            'build_lr_hook', 'DistSamplerSeedHook', 'NumClassCheckHook', 'OptimizerHook', 'Fp16OptimizerHook',
-           'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook']
+           'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook',
+           'BaseEMAHook', 'EMAHook', 'ExpMomentumEMAHook', 'LinearMomentumEMAHook']
