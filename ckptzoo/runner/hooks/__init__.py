@@ -3,7 +3,8 @@ from .ema import BaseEMAHook, EMAHook, ExpMomentumEMAHook, LinearMomentumEMAHook
 from .evaluation import DistEvalHook, EvalHook
 from .hook import Hook
 from .iter_timer import IterTimerHook
-from .logger import LoggerHook, TensorboardLoggerHook, TextLoggerHook
+from .logger import (LoggerHook, MlflowLoggerHook, TensorboardLoggerHook, TextLoggerHook,
+                     WandbLoggerHook)
 from .num_class_check import NumClassCheckHook
 from .lr_updater import (CosineAnnealingLrUpdaterHook, FixedLrUpdaterHook, LrUpdaterHook,
                          PolyLrUpdaterHook, StepLrUpdaterHook, build_lr_hook)
@@ -16,4 +17,5 @@ __all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook'
            'CosineAnnealingLrUpdaterHook', 'PolyLrUpdaterHook', 'FixedLrUpdaterHook',
            'build_lr_hook', 'DistSamplerSeedHook', 'NumClassCheckHook', 'OptimizerHook', 'Fp16OptimizerHook',
            'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook',
-           'BaseEMAHook', 'EMAHook', 'ExpMomentumEMAHook', 'LinearMomentumEMAHook']
+           'WandbLoggerHook', 'MlflowLoggerHook', 'BaseEMAHook', 'EMAHook', 'ExpMomentumEMAHook',
+           'LinearMomentumEMAHook']
