@@ -80,10 +80,11 @@ def _lines(log_dict):
     return log_dict.lines
 
 
-def _series(log_dict, key):
+def _series(log_dict, key, start_epoch=1):
     """``(xs, ys, xlabel)`` for ``key``: training values against the global iteration,
-    evaluation values against the epoch (by-epoch logs) or the iteration (iteration logs)."""
-    lines = [line for line in _lines(log_dict) if key in line]
+    evaluation values against the epoch (by-epoch logs) or the iteration (iteration logs);
+    lines of epochs before ``start_epoch`` are left out."""
+    lines = [line for line in _lines(log_dict) if key in line and line['epoch'] >= start_epoch]
     train = [line for line in _lines(log_dict) if line.get('mode') == 'train']
     # by-epoch logs count iterations within the epoch: offset them by the epoch length (the
     # largest iteration logged in the first epoch, as mmdet); iteration logs count globally
@@ -96,6 +97,8 @@ def _series(log_dict, key):
         return [line['epoch'] for line in lines], [line[key] for line in lines], 'epoch'
     xs, ys, last_iter = [], [], 0
     for line in _lines(log_dict):
+        if line['epoch'] < start_epoch:
+            continue
         if line.get('mode') == 'train':
             last_iter = (line['epoch'] - 1) * per_epoch + line['iter'] if by_epoch \
                 else line['iter']
@@ -105,7 +108,8 @@ def _series(log_dict, key):
     return xs, ys, 'iter'
 
 
-def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=None):
+def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=None,
+               start_epoch=1):
     """One figure, one axes per key, one labelled line per log file; saved to ``out`` if given.
 
     Args:
@@ -113,6 +117,7 @@ def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=Non
         keys (list[str]): e.g. ``['loss_cls', 'loss_bbox', 'mAP']``.
         legend (list[str] | None): one label per log (default: the file names).
         json_logs (list[str] | None): the file names, for labels and messages.
+        start_epoch (int): plot from this epoch on.
     Returns:
         matplotlib.figure.Figure
     """
@@ -149,7 +154,7 @@ def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=Non
     fig, axes = plt.subplots(len(keys), 1, figsize=(7, 2.6 * len(keys) + 0.6), squeeze=False)
     for ax, key in zip(axes[:, 0], keys):
         for label, log_dict in zip(legend, log_dicts):
-            xs, ys, xlabel = _series(log_dict, key)
+            xs, ys, xlabel = _series(log_dict, key, start_epoch)
             style = dict(marker='o') if len(xs) < 30 else dict(linewidth=1)
             ax.plot(xs, ys, label=label, **style)
         ax.set_xlabel(xlabel)

@@ -56,6 +56,8 @@ def test_plot_curve_two_runs_one_figure(two_logs, tmp_path):
     np.testing.assert_allclose(map_b.get_ydata(), [0.5, 1.0])
     with Image.open(out) as img:  # 7 x (2.6 * 2 + 0.6) inches at 100 dpi
         assert img.size == (700, 580)
+    later = plot_curve(load_json_logs(two_logs), ['loss_cls'], start_epoch=2).axes[0]
+    np.testing.assert_array_equal(later.get_lines()[0].get_xdata(), [12, 16])
 
 
 def test_cal_train_time(two_logs):

@@ -21,7 +21,7 @@ def parse_args(argv=None):
     plot.add_argument('--keys', nargs='+', default=['mAP'],
                       help='the keys to plot, e.g. loss_cls loss_bbox mAP (default mAP)')
     plot.add_argument('--start-epoch', type=int, default=1,
-                      help='accepted for mmdet command lines; all epochs are plotted')
+                      help='plot from this epoch on')
     plot.add_argument('--eval-interval', type=int, default=1,
                       help='accepted for mmdet command lines; read from the log')
     plot.add_argument('--title', help='title of the figure')
@@ -65,7 +65,7 @@ def run(args):
     if args.style is not None:
         plt.style.use(args.style)
     plot_curve(log_dicts, args.keys, legend=args.legend, title=args.title, out=args.out,
-               json_logs=args.json_logs)
+               json_logs=args.json_logs, start_epoch=args.start_epoch)
     if args.out is None:
         plt.show()
     else:
