@@ -4,6 +4,7 @@ import glob
 import json
 import struct
 import sys
+import time
 
 import pytest
 import torch
@@ -36,9 +37,12 @@ def _train(work_dir, tracker):
 
 
 def _wandb_history(path):
-    """The history rows of a ``.wandb`` file (the leveldb log format of W&B's run store)."""
+    """The history rows of a ``.wandb`` file (the leveldb log format of W&B's run store), and
+    whether the file is complete (has the exit record)."""
     from wandb.proto import wandb_internal_pb2 as pb
-    data, block, pos, buf, rows = open(path, 'rb').read(), 32768, 7, b'', {}
+    with open(path, 'rb') as f:
+        data = f.read()
+    block, pos, buf, rows, complete = 32768, 7, b'', {}, False
     while pos + 7 <= len(data):
         if block - pos % block < 7:
             pos += block - pos % block
@@ -51,11 +55,12 @@ def _wandb_history(path):
         if kind in (1, 4):
             record = pb.Record()
             record.ParseFromString(buf)
+            complete = complete or record.WhichOneof('record_type') == 'exit'
             if record.WhichOneof('record_type') == 'history':
                 items = {it.key or '/'.join(it.nested_key): json.loads(it.value_json)
                          for it in record.history.item}
                 rows[items['_step']] = items
-    return rows
+    return rows, complete
 
 
 def test_wandb_offline(tmp_path, monkeypatch):
@@ -68,7 +73,12 @@ def test_wandb_offline(tmp_path, monkeypatch):
     reference = _train(tmp_path / 'work', hook)
     runs = glob.glob(str(tmp_path / 'work' / 'wandb' / 'offline-run-*' / 'run-*.wandb'))
     assert len(runs) == 1
-    rows = _wandb_history(runs[0])
+    for _ in range(100):  # W&B's writer process may still be flushing after wandb.finish()
+        rows, complete = _wandb_history(runs[0])
+        if complete:
+            break
+        time.sleep(0.2)
+    assert complete
     assert sorted(rows) == [4, 8, 12, 16]
     for step, (loss, lr) in reference.items():
         assert rows[step]['train/loss'] == pytest.approx(loss, abs=1e-5)
