@@ -57,12 +57,12 @@ def single_gpu_test(model, data_loader, show=False, out_dir=None, show_score_thr
     ``out_dir``: draw each image's detections scoring above ``show_score_thr`` (see
     :func:`show_batch_results`).
     """
-    on_batch = None
-    if show or out_dir:
-        def on_batch(data, result):
-            show_batch_results(model, data, result, show=show, out_dir=out_dir,
-                               score_thr=show_score_thr)
-    return _run(model, data_loader, len(data_loader.dataset), 0, 1, on_batch)
+    def draw(data, result):
+        show_batch_results(model, data, result, show=show, out_dir=out_dir,
+                           score_thr=show_score_thr)
+
+    return _run(model, data_loader, len(data_loader.dataset), 0, 1,
+                draw if show or out_dir else None)
 
 
 def _original_image(img, meta):

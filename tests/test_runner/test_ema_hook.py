@@ -9,8 +9,7 @@ import torch
 
 from ckptzoo.registry import build_hook
 from ckptzoo.runner import (CheckpointHook, EMAHook, EpochBasedRunner, EvalHook,
-                            ExpMomentumEMAHook, Fp16OptimizerHook,
-                            GradientCumulativeFp16OptimizerHook,
+                            ExpMomentumEMAHook, GradientCumulativeFp16OptimizerHook,
                             GradientCumulativeOptimizerHook, IterBasedRunner)
 
 from .toy import ToyDataset, loader, make_model, quiet_logger

@@ -22,6 +22,9 @@ Fixes over upstream:
   evaluated the raw weights there);
 * ``momentum=1`` is allowed (the average is the model).
 
+On resume the checkpoint loader lists the ``ema_*`` keys as unexpected (the buffers do not
+exist yet when the weights load); the hook then restores them from the same checkpoint.
+
 Register with a priority above ``NORMAL`` (mmdet's YOLOX configs use ``priority=49``) so that
 the epoch checkpoint, written by the ``CheckpointHook`` at ``NORMAL``, holds the EMA weights.
 """
