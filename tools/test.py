@@ -4,6 +4,7 @@ import json
 import os
 import os.path as osp
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -36,23 +37,48 @@ def parse_args(argv=None):
                         help='override config settings, as tools/train.py')
     parser.add_argument('--eval-options', nargs='+', action=DictAction,
                         help='keyword arguments of dataset.evaluate, e.g. iou_thr=0.75')
+    parser.add_argument('--show', action='store_true', help='show the drawn results')
+    parser.add_argument('--show-dir', help='write each test image with its detections drawn '
+                        'to this directory')
+    parser.add_argument('--show-score-thr', type=float, default=0.3,
+                        help='draw the detections scoring above this (default 0.3)')
     parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
-    if not (args.out or args.eval or args.format_only):
-        parser.error('give at least one of --out (save the results), --eval (evaluate) and '
-                     '--format-only (write the submission file)')
+    if not (args.out or args.eval or args.format_only or args.show or args.show_dir):
+        parser.error('give at least one of --out (save the results), --eval (evaluate), '
+                     '--format-only (write the submission file), --show and --show-dir (draw '
+                     'the results)')
     if args.eval and args.format_only:
         parser.error('--eval and --format-only cannot be both specified')
     if args.format_only and 'jsonfile_prefix' not in (args.eval_options or {}):
         # mmdet 2.x wrote into a temporary folder it then deleted
         parser.error('--format-only needs --eval-options jsonfile_prefix=PREFIX (where the '
                      'files go)')
+    if not 0 <= args.show_score_thr <= 1:
+        parser.error(f'--show-score-thr must be in [0, 1], got {args.show_score_thr}')
+    if (args.show or args.show_dir) and args.launcher != 'none':
+        parser.error('--show and --show-dir draw in a single process: use --launcher none')
+    if args.show_dir is not None:
+        problem = _unwritable(args.show_dir)
+        if problem:
+            parser.error(f'--show-dir {args.show_dir} is not a writable directory: {problem}')
     if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
         parser.error(f'--out must be a .pkl or .pickle file, got {args.out!r}')
     return args
+
+
+def _unwritable(path):
+    """Why ``path`` cannot receive files (None when it can): checked before testing."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
 
 
 def main(argv=None):
@@ -99,7 +125,8 @@ def main(argv=None):
             broadcast_buffers=False)
         outputs = multi_gpu_test(model, data_loader)
     else:
-        outputs = single_gpu_test(model, data_loader)
+        outputs = single_gpu_test(model, data_loader, args.show, args.show_dir,
+                                  args.show_score_thr)
 
     if rank == 0:
         print()

@@ -77,6 +77,24 @@ class LoadImageFromFile:
 
 
 @TRANSFORMS.register_module()
+class LoadImageFromWebcam(LoadImageFromFile):
+    """mmdet 2.x: the image is already in ``results['img']`` (an array), as for
+    :func:`ckptzoo.apis.inference_detector` on arrays."""
+
+    def __call__(self, results):
+        img = results['img']
+        if self.to_float32:
+            img = img.astype(np.float32)
+        results['filename'] = None
+        results['ori_filename'] = None
+        results['img'] = img
+        results['img_shape'] = img.shape
+        results['ori_shape'] = img.shape
+        results['img_fields'] = ['img']
+        return results
+
+
+@TRANSFORMS.register_module()
 class LoadAnnotations:
     """mmdet 2.x ``LoadAnnotations`` for boxes and labels (masks and segmentation maps are not
     supported and raise)."""

@@ -1,4 +1,4 @@
-"""mmdet 2.x ``SingleStageDetector``: backbone -> neck -> dense head, on :class:`BaseModel`.
+"""mmdet 2.x ``SingleStageDetector``: backbone -> neck -> dense head, on :class:`BaseDetector`.
 
 Keys ``backbone.*``, ``neck.*``, ``bbox_head.*`` as mmdet, so mmdet 2.x checkpoints load.
 """
@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ...registry import MODELS
-from ..base import BaseModel
+from .base import BaseDetector
 
 __all__ = ['SingleStageDetector', 'bbox2result']
 
@@ -24,7 +24,7 @@ def bbox2result(bboxes, labels, num_classes):
 
 
 @MODELS.register_module()
-class SingleStageDetector(BaseModel):
+class SingleStageDetector(BaseDetector):
     """Args as mmdet 2.x: ``backbone``, ``neck``, ``bbox_head`` configs; ``train_cfg`` and
     ``test_cfg`` are handed to the head; ``pretrained`` (deprecated) becomes the backbone's
     ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``."""

@@ -1,8 +1,10 @@
 from .checkpoint import CheckpointHook
+from .ema import BaseEMAHook, EMAHook, ExpMomentumEMAHook, LinearMomentumEMAHook
 from .evaluation import DistEvalHook, EvalHook
 from .hook import Hook
 from .iter_timer import IterTimerHook
-from .logger import LoggerHook, TensorboardLoggerHook, TextLoggerHook
+from .logger import (LoggerHook, MlflowLoggerHook, TensorboardLoggerHook, TextLoggerHook,
+                     WandbLoggerHook)
 from .num_class_check import NumClassCheckHook
 from .lr_cyclic import CyclicLrUpdaterHook, OneCycleLrUpdaterHook
 from .lr_updater import (CosineAnnealingLrUpdaterHook, CosineRestartLrUpdaterHook,
@@ -25,5 +27,8 @@ __all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook'
            'CyclicLrUpdaterHook', 'OneCycleLrUpdaterHook', 'MomentumUpdaterHook',
            'StepMomentumUpdaterHook', 'CosineAnnealingMomentumUpdaterHook',
            'LinearAnnealingMomentumUpdaterHook', 'CyclicMomentumUpdaterHook',
-           'OneCycleMomentumUpdaterHook', 'build_momentum_hook', 'DistSamplerSeedHook', 'NumClassCheckHook', 'OptimizerHook', 'Fp16OptimizerHook',
-           'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook']
+           'OneCycleMomentumUpdaterHook', 'build_momentum_hook', 'DistSamplerSeedHook',
+           'NumClassCheckHook', 'OptimizerHook', 'Fp16OptimizerHook',
+           'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook',
+           'WandbLoggerHook', 'MlflowLoggerHook', 'BaseEMAHook', 'EMAHook', 'ExpMomentumEMAHook',
+           'LinearMomentumEMAHook']
