@@ -37,7 +37,7 @@ def test_python_requires_is_the_pins_minimum():
         except importlib.metadata.PackageNotFoundError:
             continue  # an optional extra that is not installed here
         if meta['Version'] == version:
-            installed.append((name, _lowest_python(meta['Requires-Python'])))
+            installed.append((name, _lowest_python(meta.get('Requires-Python'))))
     if not any(name == 'numpy' for name, _ in installed):
         pytest.skip('the pinned versions are not installed')
     needed = max(v for _, v in installed)
