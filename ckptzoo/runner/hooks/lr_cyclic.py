@@ -12,7 +12,7 @@ from .lr_updater import (LrUpdaterHook, annealing_cos, annealing_linear, format_
                          schedule_progress)
 
 __all__ = ['CyclicLrUpdaterHook', 'OneCycleLrUpdaterHook', 'anneal_function',
-           'cyclic_target_ratio', 'cyclic_phases', 'cyclic_value', 'one_cycle_phases',
+           'cyclic_target_ratio', 'init_cycle', 'cyclic_phases', 'cyclic_value', 'one_cycle_phases',
            'one_cycle_value', 'check_pct', 'check_by_epoch_false']
 
 _ANNEAL = dict(cos=annealing_cos, linear=annealing_linear)
@@ -46,6 +46,22 @@ def cyclic_target_ratio(target_ratio):
         return tuple(target_ratio)
     raise ValueError(f'target_ratio must be a number or a tuple of one or two numbers, got '
                      f'{target_ratio!r}')
+
+
+def init_cycle(hook, target_ratio, cyclic_times, step_ratio_up, anneal_strategy, gamma):
+    """Check and set the cycle arguments shared by the cyclic lr and momentum hooks."""
+    hook.target_ratio = cyclic_target_ratio(target_ratio)
+    if not isinstance(cyclic_times, numbers.Integral) or cyclic_times < 1:
+        raise ValueError(f'cyclic_times must be a positive int, got {cyclic_times!r}')
+    if not 0 <= step_ratio_up < 1:
+        raise ValueError(f'step_ratio_up must be in [0, 1), got {step_ratio_up!r}')
+    if not 0 < gamma <= 1:
+        raise ValueError(f'gamma must be in (0, 1], got {gamma!r}')
+    hook.cyclic_times = cyclic_times
+    hook.step_ratio_up = step_ratio_up
+    hook.gamma = gamma
+    hook.anneal_func = anneal_function(anneal_strategy)
+    hook.max_iter_per_phase = None
 
 
 def cyclic_phases(max_progress, cyclic_times, step_ratio_up, target_ratio):
@@ -112,18 +128,7 @@ class CyclicLrUpdaterHook(LrUpdaterHook):
                  step_ratio_up=0.4, anneal_strategy='cos', gamma=1, **kwargs):
         kwargs['by_epoch'] = by_epoch
         check_by_epoch_false(type(self).__name__, kwargs)
-        self.target_ratio = cyclic_target_ratio(target_ratio)
-        if not isinstance(cyclic_times, numbers.Integral) or cyclic_times < 1:
-            raise ValueError(f'cyclic_times must be a positive int, got {cyclic_times!r}')
-        if not 0 <= step_ratio_up < 1:
-            raise ValueError(f'step_ratio_up must be in [0, 1), got {step_ratio_up!r}')
-        if not 0 < gamma <= 1:
-            raise ValueError(f'gamma must be in (0, 1], got {gamma!r}')
-        self.cyclic_times = cyclic_times
-        self.step_ratio_up = step_ratio_up
-        self.gamma = gamma
-        self.anneal_func = anneal_function(anneal_strategy)
-        self.max_iter_per_phase = None
+        init_cycle(self, target_ratio, cyclic_times, step_ratio_up, anneal_strategy, gamma)
         self.lr_phases = []
         super().__init__(**kwargs)
 

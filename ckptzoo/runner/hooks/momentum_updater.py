@@ -15,7 +15,7 @@ import numbers
 from ...registry import HOOKS
 from .hook import Hook
 from .lr_cyclic import (anneal_function, check_by_epoch_false, check_pct, cyclic_phases,
-                        cyclic_target_ratio, cyclic_value, one_cycle_phases, one_cycle_value)
+                        cyclic_value, init_cycle, one_cycle_phases, one_cycle_value)
 from .lr_updater import (check_min, annealing_cos, annealing_linear, build_schedule_hook,
                          check_warmup, format_param, get_cumulative_iters, min_target,
                          schedule_progress)
@@ -178,18 +178,7 @@ class CyclicMomentumUpdaterHook(MomentumUpdaterHook):
                  step_ratio_up=0.4, anneal_strategy='cos', gamma=1, **kwargs):
         kwargs['by_epoch'] = by_epoch
         check_by_epoch_false(type(self).__name__, kwargs)
-        self.target_ratio = cyclic_target_ratio(target_ratio)
-        if not isinstance(cyclic_times, numbers.Integral) or cyclic_times < 1:
-            raise ValueError(f'cyclic_times must be a positive int, got {cyclic_times!r}')
-        if not 0 <= step_ratio_up < 1:
-            raise ValueError(f'step_ratio_up must be in [0, 1), got {step_ratio_up!r}')
-        if not 0 < gamma <= 1:
-            raise ValueError(f'gamma must be in (0, 1], got {gamma!r}')
-        self.cyclic_times = cyclic_times
-        self.step_ratio_up = step_ratio_up
-        self.gamma = gamma
-        self.anneal_func = anneal_function(anneal_strategy)
-        self.max_iter_per_phase = None
+        init_cycle(self, target_ratio, cyclic_times, step_ratio_up, anneal_strategy, gamma)
         self.momentum_phases = []
         super().__init__(**kwargs)
 
