@@ -25,14 +25,12 @@ import argparse
 import json
 import os
 import os.path as osp
-import shutil
-import tempfile
 
 import cv2
 import numpy as np
 
 from .synthetic_voc import (SHAPE_COLORS, SYNTHETIC_CLASSES, _draw, _iou, _make_image, _range,
-                            _size_ranges)
+                            _size_ranges, write_once)
 
 MARKER = '.ckptzoo_synthetic_coco_complete.json'
 CROWD_SHAPE_SIZE = (6, 9)  # px: the small shapes a crowd is made of
@@ -163,20 +161,8 @@ def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)
                   version=1)
 
     root = osp.abspath(root)
-    marker = osp.join(root, MARKER)
-    if osp.exists(root):
-        if not osp.isfile(marker):
-            raise FileExistsError(f'{root!r} exists but was not made (completely) by '
-                                  f'generate_coco; remove it or choose another root')
-        with open(marker, encoding='utf-8') as f:
-            if json.load(f) == params:
-                return root
-        shutil.rmtree(root)  # ours, made with other arguments
 
-    parent = osp.dirname(root)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f'.{osp.basename(root)}.tmp-', dir=parent)
-    try:
+    def write(tmp):
         os.makedirs(osp.join(tmp, 'annotations'))
         rng = np.random.default_rng(seed)
         categories = [dict(id=c, name=n, supercategory='shape') for c, n in zip(cat_ids, names)]
@@ -191,22 +177,8 @@ def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)
                 json.dump(dict(info=dict(description='ckptzoo synthetic shapes', version='1'),
                                licenses=[], images=images, annotations=anns,
                                categories=categories), f)
-        with open(osp.join(tmp, MARKER), 'w', encoding='utf-8') as f:
-            json.dump(params, f, sort_keys=True)
-        os.chmod(tmp, 0o755)  # mkdtemp made it private
-        try:
-            os.rename(tmp, root)
-        except OSError:
-            # another process finished first; keep its copy if it matches
-            if osp.isfile(marker):
-                with open(marker, encoding='utf-8') as f:
-                    if json.load(f) == params:
-                        shutil.rmtree(tmp, ignore_errors=True)
-                        return root
-            raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    write_once(root, params, MARKER, 'generate_coco', write)
     return root
 
 

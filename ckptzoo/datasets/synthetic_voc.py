@@ -161,6 +161,45 @@ def _annotation_xml(img_id, year, h, w, objects):
     return ET.tostring(ann, encoding='unicode') + '\n'
 
 
+def write_once(target, params, marker_name, owner, write):
+    """Make ``target`` with ``write(tmp)`` in a temporary sibling, then rename it into place.
+
+    A marker holding ``params`` is written last, so a killed run leaves no half dataset that
+    looks complete, a copy made with the same ``params`` is reused, and two processes racing to
+    make the same copy both succeed.
+    """
+    marker = osp.join(target, marker_name)
+    if osp.exists(target):
+        if not osp.isfile(marker):
+            raise FileExistsError(f'{target!r} exists but was not made (completely) by {owner}; '
+                                  f'remove it or choose another root')
+        with open(marker, encoding='utf-8') as f:
+            if json.load(f) == params:
+                return
+        shutil.rmtree(target)  # ours, made with other arguments
+    parent = osp.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f'.{osp.basename(target)}.tmp-', dir=parent)
+    try:
+        write(tmp)
+        with open(osp.join(tmp, marker_name), 'w', encoding='utf-8') as f:
+            json.dump(params, f, sort_keys=True)
+        os.chmod(tmp, 0o755)  # mkdtemp made it private
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            # another process finished first; keep its copy if it matches
+            if osp.isfile(marker):
+                with open(marker, encoding='utf-8') as f:
+                    if json.load(f) == params:
+                        shutil.rmtree(tmp, ignore_errors=True)
+                        return
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def generate_voc(root, num_trainval=256, num_test=64, img_size=((96, 128), (96, 128)),
                  classes=SYNTHETIC_CLASSES, seed=0, year='VOC2007', obj_size=(16, 48),
                  max_objects=3, names=None):
@@ -198,21 +237,8 @@ def generate_voc(root, num_trainval=256, num_test=64, img_size=((96, 128), (96, 
         params['names'] = list(names)
 
     devkit = osp.join(root, 'VOCdevkit')
-    target = osp.join(devkit, year)
-    marker = osp.join(target, MARKER)
-    if osp.exists(target):
-        if not osp.isfile(marker):
-            raise FileExistsError(
-                f'{target!r} exists but was not made (completely) by generate_voc; remove it '
-                f'or choose another root')
-        with open(marker, encoding='utf-8') as f:
-            if json.load(f) == params:
-                return devkit
-        shutil.rmtree(target)  # ours, made with other arguments
 
-    os.makedirs(devkit, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f'.{year}.tmp-', dir=devkit)
-    try:
+    def write(tmp):
         for sub in ('JPEGImages', 'Annotations', osp.join('ImageSets', 'Main')):
             os.makedirs(osp.join(tmp, sub))
         rng = np.random.default_rng(seed)
@@ -232,22 +258,8 @@ def generate_voc(root, num_trainval=256, num_test=64, img_size=((96, 128), (96, 
             with open(osp.join(tmp, 'ImageSets', 'Main', f'{name}.txt'), 'w',
                       encoding='utf-8') as f:
                 f.write(''.join(f'{i}\n' for i in part))
-        with open(osp.join(tmp, MARKER), 'w', encoding='utf-8') as f:
-            json.dump(params, f, sort_keys=True)
-        os.chmod(tmp, 0o755)  # mkdtemp made it private
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            # another process finished first; keep its copy if it matches
-            if osp.isfile(marker):
-                with open(marker, encoding='utf-8') as f:
-                    if json.load(f) == params:
-                        shutil.rmtree(tmp, ignore_errors=True)
-                        return devkit
-            raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    write_once(osp.join(devkit, year), params, MARKER, 'generate_voc', write)
     return devkit
 
 
