@@ -2,8 +2,9 @@
 
 A plan is a tuple of :class:`Group` covering the units in order. A group of one unit runs in
 any mode the unit has; a group of several consecutive units of one chain is a *segment*: one
-``'full'`` checkpoint that keeps only the segment's input, and recomputes the whole segment when
-its backward starts.
+``'full'`` checkpoint that keeps only the segment's input (and returns its last unit's output and
+those of its exits, e.g. stage outputs, as that unit keeps them in ``'full'``), and recomputes
+the whole segment when its backward starts.
 
 The peak is the largest of
 * each unit's forward: the base, what the units before it keep, its own forward transient;
@@ -16,7 +17,8 @@ The peak is the largest of
 from collections import namedtuple
 
 __all__ = ['Group', 'check_plan', 'kept_bytes', 'peak_points', 'predict_peak', 'predict_time',
-           'uniform_plan', 'plan_from_modes', 'plan_modes', 'plan_segments']
+           'uniform_plan', 'plan_from_modes', 'plan_modes', 'plan_segments', 'segment_outputs',
+           'unit_kept']
 
 Group = namedtuple('Group', 'start stop mode')
 
@@ -81,27 +83,33 @@ def check_plan(table, plan):
         raise ValueError(f'plan covers {i} of {len(table.units)} units')
 
 
-def _unit_kept(table, plan):
+def unit_kept(table, plan):
     """Per unit, the bytes it keeps after the forward under ``plan``."""
     kept = [0] * len(table.units)
     for g in plan:
         if g.stop - g.start == 1:
             kept[g.start] = table.units[g.start].kept[g.mode]
-        else:  # a segment keeps its input (counted by its producer) and its last output
-            kept[g.stop - 1] = table.units[g.stop - 1].kept['full']
+        else:  # a segment keeps its input (counted by its producer) and its outputs
+            for i in segment_outputs(table, g):
+                kept[i] = table.units[i].kept['full']
     return kept
+
+
+def segment_outputs(table, g):
+    """The units of segment ``g`` whose outputs it returns: its exits and its last unit."""
+    return [i for i in range(g.start, g.stop - 1) if i in table.exits] + [g.stop - 1]
 
 
 def kept_bytes(table, plan):
     """Bytes the units keep for backward under ``plan`` (the sum of the units' ``kept``)."""
-    return sum(_unit_kept(table, plan))
+    return sum(unit_kept(table, plan))
 
 
 def peak_points(table, plan):
     """``[(label, bytes)]`` of every point of the step the peak is the maximum of."""
     check_plan(table, plan)
     units = table.units
-    kept = _unit_kept(table, plan)
+    kept = unit_kept(table, plan)
     group_of = {}
     for g in plan:
         for i in range(g.start, g.stop):

@@ -14,7 +14,7 @@ the budget falls.
 import math
 from collections import namedtuple
 
-from .peak import Group, check_plan, predict_peak, predict_time
+from .peak import Group, check_plan, predict_peak, predict_time, segment_outputs
 
 __all__ = ['Solution', 'InfeasibleBudget', 'solve', 'minimum_peak', 'pareto_front',
            'exhaustive_search', 'chen_sqrt_plan', 'count_plans']
@@ -131,13 +131,17 @@ def _transitions(table, modes, segments):
                 moves.append((g, kept, c, _group_us(table, g)))
                 continue
             last = g.stop - 1
-            c = max(table.fwd_base[k] + units[k].fwd_peak['full'] for k in range(i, g.stop))
+            outputs = segment_outputs(table, g)
+            c, made = 0, 0  # made: the exits' outputs kept so far in its forward
+            for k in range(i, g.stop):
+                c = max(c, table.fwd_base[k] + made + units[k].fwd_peak['full'])
+                made += units[k].kept['full'] if k in outputs else 0
             inside = 0
             for k in range(i, g.stop):
                 c = max(c, table.bwd_base[last] + later[last] + inside + units[k].fwd_peak[None])
                 inside += units[k].kept[None]
                 c = max(c, table.bwd_base[k] + later[k] + inside + units[k].bwd_peak[None])
-            moves.append((g, units[last].kept['full'], c, _group_us(table, g)))
+            moves.append((g, made, c, _group_us(table, g)))
         out.append(moves)
     return out
 

@@ -264,10 +264,12 @@ def resolve_segments(segments, units, chains):
 
 
 def reentrant_units(model):
-    """Names of the units of ``model`` that checkpoint with the reentrant implementation."""
+    """Names of the units of ``model`` that checkpoint with the reentrant implementation
+    (a segment uses its first unit's)."""
     owner = getattr(model, 'module', model)  # a DDP wrapper
     if not isinstance(owner, CheckpointOwnerMixin):
         return []
+    firsts = {first for first, _ in owner.checkpoint_segments()}
     return [name for name, unit in owner.checkpoint_units().items()
-            if unit.use_reentrant and unit.mode is not None]
+            if unit.use_reentrant and (unit.mode is not None or name in firsts)]
 
