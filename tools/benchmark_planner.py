@@ -90,7 +90,7 @@ def _measure(run, batch, model, table, plan, iters):
 
 def bench(name, args, out):
     import torch
-    from ckptzoo.memory import (kept_bytes, minimum_peak, plan_modes, plan_segments,
+    from ckptzoo.memory import (kept_bytes, most_frugal, plan_modes, plan_segments,
                                 predict_peak, predict_time, solve, uniform_plan)
     from ckptzoo.memory.planner import baseline_plans, probe_modes
     from ckptzoo.memory.probe import probe, probe_batch, train_step, worst_case_shape
@@ -139,7 +139,8 @@ def bench(name, args, out):
         print(f'{name} budget {budget / MIB:.1f}: pred {sol.peak / MIB:.1f} meas '
               f'{peak / MIB:.1f} MiB', file=sys.stderr, flush=True)
     kept_plain = sum(u.kept[None] for u in table.units)
-    frugal = minimum_peak(table)
+    frugal = most_frugal(table)
+    frugal_meas = _measure(run, batch, model, table, frugal.plan, 0)[0]
     chen = baseline_plans(table).get('Chen sqrt(n)')
     chen_meas = _measure(run, batch, model, table, chen, 0)[0] if chen else None
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
@@ -148,9 +149,11 @@ def bench(name, args, out):
             f'device: {device}; plain step (median of 2) {step * 1e3:.0f} ms; probe '
             f'{t_probe:.1f} s ({t_probe / step:.1f} steps), solve {t_solve * 1e3:.0f} ms; '
             f'bytes kept by the units: plain {kept_plain / MIB:.1f} MiB, most frugal plan '
+            f'(fewest bytes kept within 1% of the smallest predicted peak) '
             f'{kept_bytes(table, frugal.plan) / MIB:.1f} MiB '
             f'({kept_bytes(table, frugal.plan) / kept_plain:.2f}×, '
-            f'{len(plan_segments(table, frugal.plan))} segments)' + (
+            f'{len(plan_segments(table, frugal.plan))} segments; peak predicted '
+            f'{frugal.peak / MIB:.1f}, measured {frugal_meas / MIB:.1f} MiB)' + (
                 f'; Chen sqrt(n) ({len(plan_segments(table, chen))} segments): predicted '
                 f'{predict_peak(table, chen) / MIB:.1f} MiB, measured {chen_meas / MIB:.1f} MiB'
                 if chen else ''), '',
