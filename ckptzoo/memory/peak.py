@@ -11,7 +11,7 @@ The peak is the largest of
 * the tail (loss and head code between forward and backward): all that is kept, plus its excess;
 * each point of backward: the base, what the units not yet differentiated keep, the unit's own
   kept bytes and its backward transient (its recompute and gradients). A segment is recomputed
-  when the first of its units is differentiated, while the outputs it kept are still held; the
+  when the first of its units is differentiated, while its last output is still held; the
   recomputed units keep their plain bytes until their own backward has run;
 * the optimizer step.
 """
@@ -132,17 +132,18 @@ def peak_points(table, plan):
                            table.bwd_base[i] + still + kept[i] + u.bwd_peak[g.mode]))
             continue
         # a segment: recomputed at once when the first of its units is differentiated (its
-        # last in reverse order; an FPN level whose output got its gradient first), while its
-        # kept outputs are still held; its units keep their plain bytes until differentiated
+        # last in reverse order), while its last output is still held by the consumer just
+        # differentiated (its exits' consumers, a neck, were differentiated long before); its
+        # units keep their plain bytes until differentiated
         seg = range(g.start, g.stop)
         outside = sum(kept[k] for k in table.bwd_order[p + 1:] if k not in seg)
-        held = sum(kept[k] for k in seg if position[k] > p)
+        last = kept[g.stop - 1]
         if p == min(position[k] for k in seg):  # the recompute forward
             for k in seg:
                 points.append((f'recompute {units[k].name} (segment)',
-                               table.bwd_base[i] + outside + held + kept[i] +
-                               units[k].fwd_peak[None] +
+                               table.bwd_base[i] + outside + last + units[k].fwd_peak[None] +
                                sum(units[j].kept[None] for j in range(g.start, k))))
+        held = last if position[g.stop - 1] > p else 0
         inside = sum(units[k].kept[None] for k in seg if position[k] >= p)
         points.append((f'backward {u.name} (segment)',
                        table.bwd_base[i] + outside + held + inside + u.bwd_peak[None]))

@@ -141,13 +141,13 @@ def _transitions(table, modes, segments):
             def after(k):  # units after the segment, not yet differentiated
                 return sum(max_kept[j] for j in range(g.stop, n) if position[j] > position[k])
             # the recompute, when the first of its units is differentiated (see peak_points)
-            first, inside = min(seg, key=position.get), 0
+            first, inside, last = min(seg, key=position.get), 0, outputs[g.stop - 1]
             for k in seg:
-                c = max(c, table.bwd_base[first] + after(first) + made + inside +
+                c = max(c, table.bwd_base[first] + after(first) + last + inside +
                         units[k].fwd_peak[None])
                 inside += units[k].kept[None]
             for k in seg:
-                held = sum(v for j, v in outputs.items() if position[j] > position[k])
+                held = last if position[g.stop - 1] > position[k] else 0
                 inside = sum(units[j].kept[None] for j in seg if position[j] >= position[k])
                 c = max(c, table.bwd_base[k] + after(k) + held + inside + units[k].bwd_peak[None])
             moves.append((g, made, c, _group_us(table, g)))

@@ -85,7 +85,7 @@ def test_segment_plans_predict_the_measured_peak(probed):
         apply_plan(model, table, plan)
         assert len(model.checkpoint_segments()) == sum(g.stop - g.start > 1 for g in plan)
         measured, _ = measure_step(run, batch)
-        assert predict_peak(table, plan) == pytest.approx(measured, rel=0.01), plan
+        assert predict_peak(table, plan) == pytest.approx(measured, rel=0.002), plan
     apply_plan(model, table, uniform_plan(table, None))
     assert model.checkpoint_segments() == []
 

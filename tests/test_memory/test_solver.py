@@ -57,7 +57,7 @@ def test_peak_model_by_hand():
     points = dict(peak_points(table, seg))
     assert points['loss'] == 10 + 10 + 1040
     assert points['forward u2'] == 1000 + 10 + 30
-    assert points['recompute u2 (segment)'] == 1000 + 20 + 200 + 120
+    assert points['recompute u2 (segment)'] == 1000 + 10 + 200 + 120  # u1's left long ago
     assert points['backward u1 (segment)'] == 1000 + 200 + 50
 
 
