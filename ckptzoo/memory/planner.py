@@ -183,9 +183,10 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
 
 
 def plan_table(result):
-    """The plan as a text table: unit, mode, predicted MiB kept, predicted recompute ms."""
+    """The plan as a text table: unit (a segment: first..last), mode, predicted MiB kept,
+    predicted recompute ms."""
     table = result.table
-    lines = [f'{"unit":<24} {"mode":<10} {"kept MiB":>9} {"recompute ms":>13}']
+    rows = []
     if table is not None:
         plan = plan_from_modes(table, result.plan, result.segments)
         kept = unit_kept(table, plan)
@@ -194,12 +195,16 @@ def plan_table(result):
             name, mode = units[0].name, str(g.mode)
             if len(units) > 1:  # a segment: one row, its units' recompute together
                 name, mode = f'{name}..{units[-1].name}', 'segment'
-            lines.append(f'{name:<24} {mode:<10} {sum(kept[g.start:g.stop]) / 2 ** 20:>9.1f} '
-                         f'{predict_time(table, (g, )) * 1e3 - table.step_time * 1e3:>13.1f}')
+            rows.append((name, mode, f'{sum(kept[g.start:g.stop]) / 2 ** 20:>9.1f} '
+                         f'{(predict_time(table, (g, )) - table.step_time) * 1e3:>13.1f}'))
         step = f'{predict_time(table, plan) * 1e3:.0f} ms'
     else:
-        lines += [f'{name:<24} {str(mode):<10}' for name, mode in result.plan.items()]
+        rows = [(name, str(mode), '') for name, mode in result.plan.items()]
+        rows += [(f'{a}..{b}', 'segment', '') for a, b in result.segments or []]
         step = 'n/a'
+    width = max([24] + [len(r[0]) for r in rows])
+    lines = [f'{"unit":<{width}} {"mode":<10} {"kept MiB":>9} {"recompute ms":>13}']
+    lines += [f'{name:<{width}} {mode:<10} {cells}'.rstrip() for name, mode, cells in rows]
     lines.append(f'budget {format_bytes(result.budget_bytes)}, predicted peak '
                  f'{format_bytes(result.predicted_peak_bytes)}, measured peak '
                  f'{format_bytes(result.measured_peak_bytes)}, predicted step {step}')
