@@ -8,7 +8,8 @@ Each variant of CONFIG (default: RetinaNet R50-FPN on VOC) runs in its own proce
 batch, so one optimizer step sees the same images), ``with_cp`` (``backbone.with_cp=True``: the
 backbone only), ``cp_fp16_accum2`` (those three), ``cp_full`` and ``cp_selective`` (every
 checkpoint unit of the model, backbone, neck and head, in that mode:
-``checkpoint_plan = {'*': mode}``) and ``frozen_bn`` (the backbone's BN frozen:
+``checkpoint_plan = {'*': mode}``), ``cp_full_seg`` (``cp_full`` with the FPN's top-down levels
+as one segment, ``checkpoint_segments``) and ``frozen_bn`` (the backbone's BN frozen:
 ``norm_cfg=dict(type='BN', requires_grad=False)``, ``norm_eval=True``).
 The step is the real one: the model, optimizer and optimizer hook are built from the
 modified config by ``ckptzoo.apis.build_training`` (as for ``tools/train.py``) and run by an
@@ -68,6 +69,7 @@ VARIANTS = {
     'with_cp': dict(with_cp=True),
     'cp_fp16_accum2': dict(with_cp=True, fp16=True, k=2),
     'cp_full': dict(plan='full'),
+    'cp_full_seg': dict(plan='full', segments=[['neck.level2', 'neck.level0']]),
     'cp_selective': dict(plan='selective'),
     'frozen_bn': dict(frozen_bn=True),
 }
@@ -84,6 +86,7 @@ CP_NAMES = {'ckptzoo': "'full' (with_cp)", 'torchvision': 'memory_efficient',
             'timm': 'set_grad_checkpointing'}
 #: the config's own variants in the RetinaNet rows of the peers table: variant -> checkpointing
 RETINANET_ROWS = {'base': '—', 'with_cp': 'with_cp (backbone)', 'cp_full': "'full' (all units)",
+                  'cp_full_seg': "'full' (all units, FPN top-down one segment)",
                   'cp_selective': "'selective' (all units)", 'frozen_bn': 'frozen BN'}
 
 
@@ -247,6 +250,8 @@ def _variant_cfg(cfg, variant, batch):
     backbone.with_cp = settings.get('with_cp', False)
     if settings.get('plan'):
         cfg.checkpoint_plan = {'*': settings['plan']}
+    if settings.get('segments'):
+        cfg.checkpoint_segments = settings['segments']
     if settings.get('frozen_bn'):
         backbone.norm_cfg = dict(backbone.get('norm_cfg') or dict(type='BN'),
                                  requires_grad=False)

@@ -73,9 +73,10 @@ def _build(cfg):
     return build_training(cfg, logger=logging.getLogger('ckptzoo.bench_plan'))
 
 
-def _measure(run, batch, model, modes, iters):
+def _measure(run, batch, model, table, plan, iters):
+    from ckptzoo.memory.planner import apply_plan
     from ckptzoo.memory.probe import measure_step, train_step
-    model.set_checkpoint_plan(modes)
+    apply_plan(model, table, plan)  # unit modes and segments
     peak, _ = measure_step(run, batch)
     if not iters:
         return peak, None
@@ -89,8 +90,8 @@ def _measure(run, batch, model, modes, iters):
 
 def bench(name, args, out):
     import torch
-    from ckptzoo.memory import (kept_bytes, minimum_peak, plan_modes, predict_peak,
-                                predict_time, solve, uniform_plan)
+    from ckptzoo.memory import (kept_bytes, most_frugal, plan_modes, plan_segments,
+                                predict_peak, predict_time, solve, uniform_plan)
     from ckptzoo.memory.planner import baseline_plans, probe_modes
     from ckptzoo.memory.probe import probe, probe_batch, train_step, worst_case_shape
     from ckptzoo.runner.hooks.optimizer import OptimizerHook
@@ -112,13 +113,13 @@ def bench(name, args, out):
     full = uniform_plan(table, 'full')
     low, high = predict_peak(table, full), predict_peak(table, uniform_plan(table, None))
     t0 = time.perf_counter()
-    solve(table, (low + high) // 2, segments=False)
+    solve(table, (low + high) // 2)
     t_solve = time.perf_counter() - t0
     stages = {k: v for k, v in baseline_plans(table).items() if k.startswith('stages')}
     refs = {}  # per-stage flags: measured (peak, time), or predicted with --iters 0
     for key, plan in stages.items():
         if args.iters:
-            refs[key] = _measure(run, batch, model, plan_modes(table, plan), args.iters)
+            refs[key] = _measure(run, batch, model, table, plan, args.iters)
         else:
             refs[key] = (predict_peak(table, plan), predict_time(table, plan))
         print(f'{name} {key}: {refs[key][0] / MIB:.1f} MiB {refs[key][1] * 1e3:.0f} ms',
@@ -126,26 +127,36 @@ def bench(name, args, out):
     rows = []
     for k in range(args.budgets):
         budget = high - (high - low) * k // (args.budgets - 1)
-        sol = solve(table, budget, segments=False)
-        peak, sec = _measure(run, batch, model, plan_modes(table, sol.plan), args.iters)
+        sol = solve(table, budget)
+        peak, sec = _measure(run, batch, model, table, sol.plan, args.iters)
         fits = [(t, key) for key, (p, t) in refs.items() if p <= budget]
         ref = min(fits) if fits else None
         modes = plan_modes(table, sol.plan)
         counts = {m: sum(1 for v in modes.values() if v == m) for m in set(modes.values())}
+        counts = dict(counts, **{'segments': len(plan_segments(table, sol.plan))})
         rows.append((budget, sol.peak, peak, sol.time, sec if args.iters else sol.time, ref,
                      counts))
         print(f'{name} budget {budget / MIB:.1f}: pred {sol.peak / MIB:.1f} meas '
               f'{peak / MIB:.1f} MiB', file=sys.stderr, flush=True)
     kept_plain = sum(u.kept[None] for u in table.units)
-    frugal = minimum_peak(table, segments=False)
+    frugal = most_frugal(table)
+    frugal_meas = _measure(run, batch, model, table, frugal.plan, 0)[0]
+    chen = baseline_plans(table).get('Chen sqrt(n)')
+    chen_meas = _measure(run, batch, model, table, chen, 0)[0] if chen else None
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
     what = 'measured' if args.iters else 'predicted'
     out += [f'### {name}', '',
             f'device: {device}; plain step (median of 2) {step * 1e3:.0f} ms; probe '
             f'{t_probe:.1f} s ({t_probe / step:.1f} steps), solve {t_solve * 1e3:.0f} ms; '
-            f'bytes kept by the units: plain {kept_plain / MIB:.1f} MiB, most frugal per-unit '
-            f'plan {kept_bytes(table, frugal.plan) / MIB:.1f} MiB '
-            f'({kept_bytes(table, frugal.plan) / kept_plain:.2f}×)', '',
+            f'bytes kept by the units: plain {kept_plain / MIB:.1f} MiB, most frugal plan '
+            f'(fewest bytes kept within 1% of the smallest predicted peak) '
+            f'{kept_bytes(table, frugal.plan) / MIB:.1f} MiB '
+            f'({kept_bytes(table, frugal.plan) / kept_plain:.2f}×, '
+            f'{len(plan_segments(table, frugal.plan))} segments; peak predicted '
+            f'{frugal.peak / MIB:.1f}, measured {frugal_meas / MIB:.1f} MiB)' + (
+                f'; Chen sqrt(n) ({len(plan_segments(table, chen))} segments): predicted '
+                f'{predict_peak(table, chen) / MIB:.1f} MiB, measured {chen_meas / MIB:.1f} MiB'
+                if chen else ''), '',
             '| budget (MiB) | predicted (MiB) | measured (MiB) | fits | pred − meas | '
             f'plan (units per mode) | ms / step ({what}) | best per-stage flags fitting '
             f'({what}): ms | planner / per-stage |',

@@ -46,11 +46,11 @@ def _sweep(result, path):
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     table = result.table
-    low = minimum_peak(table, segments=False).peak
+    low = minimum_peak(table).peak
     high = predict_peak(table, uniform_plan(table, None))
     points = []
     for k in range(20):
-        sol = solve(table, low + (high - low) * k // 19, segments=False)
+        sol = solve(table, low + (high - low) * k // 19)
         points.append((sol.peak / 2 ** 20, sol.time * 1e3))
     fig, ax = plt.subplots(figsize=(7, 5))
     ax.plot(*zip(*sorted(points)), 'o-', color='tab:blue', label='planner')

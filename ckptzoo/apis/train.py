@@ -126,7 +126,8 @@ def _device(cfg):
 
 def apply_checkpoint_plan(model, cfg, distributed=False):
     """Apply the config's top-level ``checkpoint_plan = {unit name or glob: mode}`` (see
-    ``model.set_checkpoint_plan``), and refuse, under DDP, reentrant checkpointing together
+    ``model.set_checkpoint_plan``) and ``checkpoint_segments = [[first unit, last unit], ...]``
+    (``model.set_checkpoint_segments``), and refuse, under DDP, reentrant checkpointing together
     with ``find_unused_parameters=True``: reentrant checkpointing runs a second backward
     inside the first, where DDP marks the same parameters ready twice and fails at the first
     backward ("Expected to mark a variable ready only once")."""
@@ -136,6 +137,11 @@ def apply_checkpoint_plan(model, cfg, distributed=False):
             raise TypeError(f'checkpoint_plan needs a model with checkpoint units, got '
                             f'{type(model).__name__}')
         model.set_checkpoint_plan(dict(cfg.checkpoint_plan))
+    if cfg.get('checkpoint_segments'):
+        if not hasattr(model, 'set_checkpoint_segments'):
+            raise TypeError(f'checkpoint_segments needs a model with checkpoint units, got '
+                            f'{type(model).__name__}')
+        model.set_checkpoint_segments([list(s) for s in cfg.checkpoint_segments])
     if distributed and cfg.get('find_unused_parameters', False):
         units = reentrant_units(model)
         if units:

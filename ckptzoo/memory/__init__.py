@@ -8,10 +8,10 @@ from .cost_table import MODES, CostTable, UnitCost
 from .peak import (Group, kept_bytes, peak_points, plan_from_modes, plan_modes, plan_segments,
                    predict_peak, predict_time, uniform_plan)
 from .solver import (InfeasibleBudget, Solution, chen_sqrt_plan, count_plans, exhaustive_search,
-                     minimum_peak, pareto_front, solve)
+                     minimum_peak, most_frugal, pareto_front, solve)
 
 __all__ = ['parse_budget', 'format_bytes', 'MODES', 'CostTable', 'UnitCost', 'Group',
            'kept_bytes', 'peak_points', 'plan_from_modes', 'plan_modes', 'plan_segments',
            'predict_peak', 'predict_time', 'uniform_plan', 'InfeasibleBudget', 'Solution',
-           'chen_sqrt_plan', 'count_plans', 'exhaustive_search', 'minimum_peak', 'pareto_front',
-           'solve']
+           'chen_sqrt_plan', 'count_plans', 'exhaustive_search', 'minimum_peak', 'most_frugal',
+           'pareto_front', 'solve']

@@ -9,7 +9,7 @@ units such as losses) is in the per-point bases, which do not depend on the plan
 """
 from dataclasses import dataclass, field
 
-__all__ = ['MODES', 'UnitCost', 'CostTable', 'mode_key', 'mode_from_key']
+__all__ = ['MODES', 'UnitCost', 'CostTable', 'mode_key', 'mode_from_key', 'model_chains']
 
 #: the checkpoint modes a unit can run in; ``None`` is plain autograd
 MODES = (None, 'full', 'selective', 'offload')
@@ -72,8 +72,10 @@ class CostTable:
     between the last unit's forward and the first unit's backward (loss, head code), less all
     ``kept``. ``step_peak``: the peak of the optimizer step (and of anything after backward).
     ``step_time``: seconds of a plain step. ``chains``: ``(start, stop)`` index ranges whose
-    units run one after the other, the only place a segment may be formed. ``fixed``: named
-    plan-independent bytes (parameters, gradients, optimizer state, batch ...), for reports.
+    units run one after the other, the only place a segment may be formed. ``exits``: units of
+    a chain whose output leaves it before its end (a stage output), which a segment through
+    them keeps as it keeps its last output. ``fixed``: named plan-independent bytes
+    (parameters, gradients, optimizer state, batch ...), for reports.
     """
 
     units: list
@@ -85,6 +87,7 @@ class CostTable:
     bwd_order: list = None
     chains: list = None
     fixed: dict = field(default_factory=dict)
+    exits: list = field(default_factory=list)
 
     def __post_init__(self):
         n = len(self.units)
@@ -126,10 +129,30 @@ class CostTable:
                     bwd_base=list(self.bwd_base), tail_peak=self.tail_peak,
                     step_peak=self.step_peak, step_time=self.step_time,
                     bwd_order=list(self.bwd_order), chains=[list(c) for c in self.chains],
-                    fixed=dict(self.fixed))
+                    fixed=dict(self.fixed), exits=list(self.exits))
 
     @classmethod
     def from_dict(cls, d):
         return cls([UnitCost.from_dict(u) for u in d['units']], d['fwd_base'], d['bwd_base'],
                    d.get('tail_peak', 0), d.get('step_peak', 0), d.get('step_time', 0.0),
-                   d.get('bwd_order'), d.get('chains'), d.get('fixed', {}))
+                   d.get('bwd_order'), d.get('chains'), d.get('fixed', {}), d.get('exits', []))
+
+
+def model_chains(model, names):
+    """``(chains, exits)`` of ``model`` as a :class:`CostTable` takes them: ``(start, stop)``
+    index ranges into ``names`` (the units in forward order) of the model's chains of two or
+    more units (``checkpoint_chains()``), and the indices of their exits."""
+    model = getattr(model, 'module', model)
+    if not hasattr(model, 'checkpoint_chains'):
+        return [], []
+    index = {n: i for i, n in enumerate(names)}
+    chains = []
+    for chain in model.checkpoint_chains():
+        at = [index[n] for n in chain]
+        if at != list(range(at[0], at[0] + len(at))):
+            raise RuntimeError(f'the chain {chain} is not a run of consecutive units of '
+                               f'checkpoint_units(): the model lists its units wrongly')
+        if len(at) > 1:
+            chains.append((at[0], at[0] + len(at)))
+    exits = sorted(index[n] for n in model.checkpoint_chain_exits())
+    return chains, exits

@@ -2,21 +2,24 @@
 
 A plan is a tuple of :class:`Group` covering the units in order. A group of one unit runs in
 any mode the unit has; a group of several consecutive units of one chain is a *segment*: one
-``'full'`` checkpoint that keeps only the segment's input, and recomputes the whole segment when
-its backward starts.
+``'full'`` checkpoint that keeps only the segment's input (and returns its last unit's output and
+those of its exits, e.g. stage outputs, as that unit keeps them in ``'full'``), and recomputes
+the whole segment when its backward starts.
 
 The peak is the largest of
 * each unit's forward: the base, what the units before it keep, its own forward transient;
 * the tail (loss and head code between forward and backward): all that is kept, plus its excess;
 * each point of backward: the base, what the units not yet differentiated keep, the unit's own
-  kept bytes and its backward transient (its recompute and gradients). Inside a segment the
+  kept bytes and its backward transient (its recompute and gradients). A segment is recomputed
+  when the first of its units is differentiated, while its last output is still held; the
   recomputed units keep their plain bytes until their own backward has run;
 * the optimizer step.
 """
 from collections import namedtuple
 
 __all__ = ['Group', 'check_plan', 'kept_bytes', 'peak_points', 'predict_peak', 'predict_time',
-           'uniform_plan', 'plan_from_modes', 'plan_modes', 'plan_segments']
+           'uniform_plan', 'plan_from_modes', 'plan_modes', 'plan_segments', 'segment_outputs',
+           'unit_kept']
 
 Group = namedtuple('Group', 'start stop mode')
 
@@ -81,27 +84,33 @@ def check_plan(table, plan):
         raise ValueError(f'plan covers {i} of {len(table.units)} units')
 
 
-def _unit_kept(table, plan):
+def unit_kept(table, plan):
     """Per unit, the bytes it keeps after the forward under ``plan``."""
     kept = [0] * len(table.units)
     for g in plan:
         if g.stop - g.start == 1:
             kept[g.start] = table.units[g.start].kept[g.mode]
-        else:  # a segment keeps its input (counted by its producer) and its last output
-            kept[g.stop - 1] = table.units[g.stop - 1].kept['full']
+        else:  # a segment keeps its input (counted by its producer) and its outputs
+            for i in segment_outputs(table, g):
+                kept[i] = table.units[i].kept['full']
     return kept
+
+
+def segment_outputs(table, g):
+    """The units of segment ``g`` whose outputs it returns: its exits and its last unit."""
+    return [i for i in range(g.start, g.stop - 1) if i in table.exits] + [g.stop - 1]
 
 
 def kept_bytes(table, plan):
     """Bytes the units keep for backward under ``plan`` (the sum of the units' ``kept``)."""
-    return sum(_unit_kept(table, plan))
+    return sum(unit_kept(table, plan))
 
 
 def peak_points(table, plan):
     """``[(label, bytes)]`` of every point of the step the peak is the maximum of."""
     check_plan(table, plan)
     units = table.units
-    kept = _unit_kept(table, plan)
+    kept = unit_kept(table, plan)
     group_of = {}
     for g in plan:
         for i in range(g.start, g.stop):
@@ -122,17 +131,22 @@ def peak_points(table, plan):
             points.append((f'backward {u.name}',
                            table.bwd_base[i] + still + kept[i] + u.bwd_peak[g.mode]))
             continue
-        # a segment: recomputed at once, its units keep their plain bytes until differentiated
-        outside = sum(kept[k] for k in table.bwd_order[p + 1:] if not g.start <= k < g.stop)
-        if i == g.stop - 1:  # the recompute forward, when the segment's backward starts
-            for k in range(g.start, g.stop):
+        # a segment: recomputed at once when the first of its units is differentiated (its
+        # last in reverse order), while its last output is still held by the consumer just
+        # differentiated (its exits' consumers, a neck, were differentiated long before); its
+        # units keep their plain bytes until differentiated
+        seg = range(g.start, g.stop)
+        outside = sum(kept[k] for k in table.bwd_order[p + 1:] if k not in seg)
+        last = kept[g.stop - 1]
+        if p == min(position[k] for k in seg):  # the recompute forward
+            for k in seg:
                 points.append((f'recompute {units[k].name} (segment)',
-                               table.bwd_base[i] + outside + units[k].fwd_peak[None] +
+                               table.bwd_base[i] + outside + last + units[k].fwd_peak[None] +
                                sum(units[j].kept[None] for j in range(g.start, k))))
-        inside = sum(units[k].kept[None] for k in range(g.start, i + 1)
-                     if position[k] >= p)
+        held = last if position[g.stop - 1] > p else 0
+        inside = sum(units[k].kept[None] for k in seg if position[k] >= p)
         points.append((f'backward {u.name} (segment)',
-                       table.bwd_base[i] + outside + inside + u.bwd_peak[None]))
+                       table.bwd_base[i] + outside + held + inside + u.bwd_peak[None]))
     points.append(('optimizer step', table.step_peak))
     return points
 

@@ -17,12 +17,12 @@ import torch
 
 from .budget import format_bytes, parse_budget
 from .cost_table import MODES, CostTable
-from .peak import plan_from_modes, plan_modes, plan_segments, predict_time
+from .peak import plan_from_modes, plan_modes, plan_segments, predict_time, unit_kept
 from .probe import measure_step, probe, probe_batch, worst_case_shape
 from .solver import solve
 
 __all__ = ['PlanResult', 'planning_requested', 'plan_memory', 'plan_training', 'plan_table',
-           'PLAN_FILE']
+           'apply_plan', 'PLAN_FILE']
 
 #: the plan is saved under this name in the work dir, and a resume reuses it
 PLAN_FILE = 'memory_plan.json'
@@ -138,14 +138,21 @@ def probe_modes(run):
     return MODES
 
 
-def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=False):
+def apply_plan(model, table, plan):
+    """Set a plan (groups over ``table``) on ``model``: the units' modes and the segments."""
+    model = getattr(model, 'module', model)
+    model.set_checkpoint_plan(plan_modes(table, plan))
+    model.set_checkpoint_segments(plan_segments(table, plan))
+
+
+def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
     """Probe, solve for ``budget`` bytes, validate with one measured step (re-planning with a
-    margin raised by the observed error, at most ``max_replans`` times). Applies the plan to
-    the model and returns a :class:`PlanResult`; raises
+    margin raised by the observed error, at most ``max_replans`` times). Applies the plan (unit
+    modes and segments) to the model and returns a :class:`PlanResult`; raises
     :class:`~ckptzoo.memory.solver.InfeasibleBudget` when nothing fits.
 
-    Multi-unit segments need the model to run several units under one checkpoint; the models
-    run one unit per call, so plans use per-unit modes unless ``segments=True``."""
+    ``segments``: allow segments over the model's chains (``checkpoint_chains()``); False
+    keeps to one checkpoint per unit."""
     from ..runner.hooks.optimizer import OptimizerHook
     hook = next(h for h in run.runner.hooks if isinstance(h, OptimizerHook))
     with _restored(run) as model:
@@ -156,7 +163,7 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=False):
         margin, replans = 0.0, 0
         while True:
             solution = solve(table, int(budget * (1 - margin)), segments=segments)
-            model.set_checkpoint_plan(plan_modes(table, solution.plan))
+            apply_plan(model, table, solution.plan)
             measured, seconds = _from_rank0(measure_step(run, batch))
             if measured <= budget or replans >= max_replans:
                 break
@@ -169,26 +176,35 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=False):
                                f'{format_bytes(solution.peak)}); re-planning with a margin of '
                                f'{margin:.1%}')
         plan = plan_modes(table, solution.plan)
-    model.set_checkpoint_plan(plan)
+    apply_plan(model, table, solution.plan)
     return PlanResult(budget, solution.peak, measured, plan, plan_segments(table, solution.plan),
                       cfg.get('fp16') is not None, _accumulation(cfg),
                       cfg.data.samples_per_gpu, solution.time, seconds, margin, replans, table)
 
 
 def plan_table(result):
-    """The plan as a text table: unit, mode, predicted MiB kept, predicted recompute ms."""
+    """The plan as a text table: unit (a segment: first..last), mode, predicted MiB kept,
+    predicted recompute ms."""
     table = result.table
-    lines = [f'{"unit":<24} {"mode":<10} {"kept MiB":>9} {"recompute ms":>13}']
+    rows = []
     if table is not None:
-        plan = plan_from_modes(table, result.plan)
+        plan = plan_from_modes(table, result.plan, result.segments)
+        kept = unit_kept(table, plan)
         for g in plan:
-            u = table.units[g.start]
-            lines.append(f'{u.name:<24} {str(g.mode):<10} {u.kept[g.mode] / 2 ** 20:>9.1f} '
-                         f'{u.extra_time(g.mode) * 1e3:>13.1f}')
+            units = table.units[g.start:g.stop]
+            name, mode = units[0].name, str(g.mode)
+            if len(units) > 1:  # a segment: one row, its units' recompute together
+                name, mode = f'{name}..{units[-1].name}', 'segment'
+            rows.append((name, mode, f'{sum(kept[g.start:g.stop]) / 2 ** 20:>9.1f} '
+                         f'{(predict_time(table, (g, )) - table.step_time) * 1e3:>13.1f}'))
         step = f'{predict_time(table, plan) * 1e3:.0f} ms'
     else:
-        lines += [f'{name:<24} {str(mode):<10}' for name, mode in result.plan.items()]
+        rows = [(name, str(mode), '') for name, mode in result.plan.items()]
+        rows += [(f'{a}..{b}', 'segment', '') for a, b in result.segments or []]
         step = 'n/a'
+    width = max([24] + [len(r[0]) for r in rows])
+    lines = [f'{"unit":<{width}} {"mode":<10} {"kept MiB":>9} {"recompute ms":>13}']
+    lines += [f'{name:<{width}} {mode:<10} {cells}'.rstrip() for name, mode, cells in rows]
     lines.append(f'budget {format_bytes(result.budget_bytes)}, predicted peak '
                  f'{format_bytes(result.predicted_peak_bytes)}, measured peak '
                  f'{format_bytes(result.measured_peak_bytes)}, predicted step {step}')
@@ -218,6 +234,7 @@ def plan_training(run, cfg, logger=None, resume=False):
         result = result if rank == 0 else shared  # rank 0's keeps its cost table
     module = getattr(run.runner.model, 'module', run.runner.model)
     module.set_checkpoint_plan(result.plan)
+    module.set_checkpoint_segments(result.segments or [])
     if rank == 0:
         with open(path, 'w', encoding='utf-8') as f:
             json.dump(result.to_json(), f, indent=1)
@@ -244,8 +261,8 @@ def cost_report(table):
 
 def baseline_plans(table):
     """The plans a user could set by hand, by name: all off, every unit ``'full'``, Chen's
-    sqrt(n) segments, and every combination of per-stage ``with_cp`` flags of the backbone
-    (``backbone.layer1`` ... or ``backbone.stages.N``)."""
+    sqrt(n) segments (over the model's chains), and every combination of per-stage ``with_cp``
+    flags of the backbone (``backbone.layer1`` ... or ``backbone.stages.N``)."""
     import itertools
     import re
 

@@ -15,7 +15,7 @@ import time
 import torch
 
 from ..utils.memory import LiveTensorTracker
-from .cost_table import MODES, CostTable, UnitCost
+from .cost_table import MODES, CostTable, UnitCost, model_chains
 
 __all__ = ['worst_case_shape', 'probe_batch', 'train_step', 'measure_step', 'probe']
 
@@ -312,12 +312,15 @@ def _set_modes(model, mode, names):
 def probe(run, batch, modes=MODES, chains=None):
     """The :class:`CostTable` of the run's model on ``batch``: one warm-up step (optimizer
     state as in every later step), then one recorded step per mode. The plan in force is
-    restored afterwards."""
+    restored afterwards. ``chains`` (``(start, stop)`` unit ranges where segments may be
+    formed) default to the model's own (``checkpoint_chains()``)."""
     model = _unwrap(run.runner.model)
     units = model.checkpoint_units()
     order = list(units)
     names = {id(u): n for n, u in units.items()}
     saved = model.checkpoint_plan()
+    saved_segments = model.checkpoint_segments()  # units are measured one by one
+    model.set_checkpoint_segments([])
     model.set_checkpoint_plan({'*': None})
     train_step(run, batch)
     records = {}
@@ -334,6 +337,7 @@ def probe(run, batch, modes=MODES, chains=None):
             records[mode] = (_analyse(rec, order), accepted)
     finally:
         model.set_checkpoint_plan(dict(saved))
+        model.set_checkpoint_segments(saved_segments)
     plain = records[None][0]
     unit_costs = []
     for i, name in enumerate(order):
@@ -361,6 +365,8 @@ def probe(run, batch, modes=MODES, chains=None):
         step_peak=max(r['step_peak'] for r, _ in records.values()),
         step_time=plain['step_time'], bwd_order=plain['bwd_order'], chains=chains or [],
         fixed=_fixed_bytes(run, batch))
+    if chains is None:
+        table.chains, table.exits = model_chains(model, order)
     return table
 
 

@@ -14,10 +14,10 @@ the budget falls.
 import math
 from collections import namedtuple
 
-from .peak import Group, check_plan, predict_peak, predict_time
+from .peak import Group, check_plan, kept_bytes, predict_peak, predict_time, segment_outputs
 
-__all__ = ['Solution', 'InfeasibleBudget', 'solve', 'minimum_peak', 'pareto_front',
-           'exhaustive_search', 'chen_sqrt_plan', 'count_plans']
+__all__ = ['Solution', 'InfeasibleBudget', 'solve', 'minimum_peak', 'most_frugal',
+           'pareto_front', 'exhaustive_search', 'chen_sqrt_plan', 'count_plans']
 
 Solution = namedtuple('Solution', 'plan peak time method')
 
@@ -79,7 +79,8 @@ def exhaustive_search(table, budget=_INF, modes=None, segments=True, objective='
             if peak > budget:
                 return
             t = _plan_us(table, plan)
-            key = (t, peak) if objective == 'time' else (peak, t)
+            key = (t, peak) if objective == 'time' else (peak, t) if objective == 'peak' else \
+                (kept_bytes(table, plan), t)
             if best_key is None or key < best_key:
                 best, best_key = Solution(plan, peak, predict_time(table, plan), 'exhaustive'), key
             return
@@ -130,14 +131,26 @@ def _transitions(table, modes, segments):
                         table.bwd_base[i] + later[i] + kept + u.bwd_peak[g.mode])
                 moves.append((g, kept, c, _group_us(table, g)))
                 continue
-            last = g.stop - 1
-            c = max(table.fwd_base[k] + units[k].fwd_peak['full'] for k in range(i, g.stop))
-            inside = 0
-            for k in range(i, g.stop):
-                c = max(c, table.bwd_base[last] + later[last] + inside + units[k].fwd_peak[None])
+            seg = range(i, g.stop)
+            outputs = {k: units[k].kept['full'] for k in segment_outputs(table, g)}
+            c, made = 0, 0  # made: the outputs kept so far in its forward
+            for k in seg:
+                c = max(c, table.fwd_base[k] + made + units[k].fwd_peak['full'])
+                made += outputs.get(k, 0)
+
+            def after(k):  # units after the segment, not yet differentiated
+                return sum(max_kept[j] for j in range(g.stop, n) if position[j] > position[k])
+            # the recompute, when the first of its units is differentiated (see peak_points)
+            first, inside, last = min(seg, key=position.get), 0, outputs[g.stop - 1]
+            for k in seg:
+                c = max(c, table.bwd_base[first] + after(first) + last + inside +
+                        units[k].fwd_peak[None])
                 inside += units[k].kept[None]
-                c = max(c, table.bwd_base[k] + later[k] + inside + units[k].bwd_peak[None])
-            moves.append((g, units[last].kept['full'], c, _group_us(table, g)))
+            for k in seg:
+                held = last if position[g.stop - 1] > position[k] else 0
+                inside = sum(units[j].kept[None] for j in seg if position[j] >= position[k])
+                c = max(c, table.bwd_base[k] + after(k) + held + inside + units[k].bwd_peak[None])
+            moves.append((g, made, c, _group_us(table, g)))
         out.append(moves)
     return out
 
@@ -156,7 +169,8 @@ def _prune(states, grid):
 def _program(table, budget, modes, segments, max_states, objective):
     """The dynamic program. A state is ``(bytes kept, objective, tie-break, peak, time,
     groups)``; the objective is the time in us (tie-break: the peak) or the peak (tie-break:
-    the time). Returns the best final state or None."""
+    the time; ``'frugal'``: the bytes kept at the end, then the time). Returns the best final
+    state or None."""
     moves = _transitions(table, modes, segments)
     n = len(table.units)
     fronts = [[] for _ in range(n + 1)]
@@ -175,14 +189,15 @@ def _program(table, budget, modes, segments, max_states, objective):
                 if peak > budget:
                     continue
                 time += extra
-                key = (time, peak) if objective == 'time' else (peak, time)
+                key = (peak, time) if objective == 'peak' else (time, peak)
                 target.append((kept + add, key[0], key[1], peak, time, (g, groups)))
     best = None
     for kept, _, _, peak, time, groups in front:
         peak = max(peak, kept + table.tail_peak, table.step_peak)
         if peak > budget:
             continue
-        key = (time, peak) if objective == 'time' else (peak, time)
+        key = (time, peak) if objective == 'time' else (peak, time) if objective == 'peak' \
+            else (kept, time)
         if best is None or key < best[0]:
             best = (key, groups)
     if best is None:
@@ -219,6 +234,18 @@ def minimum_peak(table, modes=None, segments=True, exhaustive_limit=20000, max_s
     if count_plans(table, modes, segments) <= exhaustive_limit:
         return exhaustive_search(table, modes=modes, segments=segments, objective='peak')
     return _program(table, _INF, modes, segments, max_states, 'peak')
+
+
+def most_frugal(table, modes=None, segments=True, slack=0.01, exhaustive_limit=20000,
+                max_states=20000):
+    """The plan that keeps the fewest bytes for backward (ties: the faster) among those whose
+    predicted peak is within ``slack`` of the smallest: where fixed memory (weights, gradients,
+    optimizer state) sets the peak, many plans share it."""
+    budget = int(minimum_peak(table, modes, segments, exhaustive_limit, max_states).peak *
+                 (1 + slack))
+    if count_plans(table, modes, segments) <= exhaustive_limit:
+        return exhaustive_search(table, budget, modes, segments, objective='frugal')
+    return _program(table, budget, modes, segments, max_states, 'frugal')
 
 
 def pareto_front(table, budgets, modes=None, segments=True):

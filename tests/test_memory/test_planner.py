@@ -13,9 +13,11 @@ import torch
 from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.memory import (Group, InfeasibleBudget, plan_modes, predict_peak, solve,
-                            uniform_plan)
-from ckptzoo.memory.planner import plan_memory, planning_requested
+from ckptzoo.memory import (Group, InfeasibleBudget, plan_modes, plan_segments, predict_peak,
+                            solve, uniform_plan)
+from ckptzoo.memory.planner import PlanResult, apply_plan, plan_memory, plan_training, \
+    planning_requested
+from ckptzoo.memory.solver import chen_sqrt_plan, minimum_peak
 from ckptzoo.memory.probe import measure_step, probe, probe_batch, worst_case_shape
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -67,6 +69,27 @@ def test_probe_predicts_the_measured_peak(probed):
     model.set_checkpoint_plan({'*': None})
 
 
+def test_segment_plans_predict_the_measured_peak(probed):
+    """The model's chain (stem and every block) and its exits (stage outputs the head does
+    not take are still returned: out_indices are all four stages) reach the table; segment
+    plans, applied to the model, peak as predicted."""
+    _, run, batch, table = probed
+    model = run.runner.model
+    assert table.chains == [(0, 9)] and table.exits == [2, 4, 6]
+    n = len(table.units)
+    plans = [chen_sqrt_plan(table), (Group(0, n, 'full'), ),
+             (Group(0, 1, 'selective'), Group(1, 5, 'full'), Group(5, 6, None),
+              Group(6, 8, 'full'), Group(8, 9, 'full')), minimum_peak(table).plan]
+    assert all(any(g.stop - g.start > 1 for g in plan) for plan in plans)
+    for plan in plans:
+        apply_plan(model, table, plan)
+        assert len(model.checkpoint_segments()) == sum(g.stop - g.start > 1 for g in plan)
+        measured, _ = measure_step(run, batch)
+        assert predict_peak(table, plan) == pytest.approx(measured, rel=0.002), plan
+    apply_plan(model, table, uniform_plan(table, None))
+    assert model.checkpoint_segments() == []
+
+
 def test_plan_memory_fits_validates_and_restores_the_weights(probed):
     _, _, _, table = probed
     low = predict_peak(table, uniform_plan(table, 'full'))
@@ -81,12 +104,43 @@ def test_plan_memory_fits_validates_and_restores_the_weights(probed):
     assert result.predicted_peak_bytes <= result.budget_bytes
     assert set(result.plan.values()) - {None} and None in result.plan.values()
     assert dict(model.checkpoint_plan()) == result.plan
+    assert model.checkpoint_segments() == result.segments
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key]), key
     assert all(torch.equal(s['momentum_buffer'], opt_before[p]['momentum_buffer'])
                for p, s in run.runner.optimizer.state.items())  # as the probe found them
+    assert measure_step(run, probed[2])[0] == result.measured_peak_bytes  # segments included
     with pytest.raises(InfeasibleBudget, match=r'smallest predicted peak is \d+ B'):
         solve(table, low // 2, segments=False)
+
+
+def test_a_segment_plan_round_trips_through_json_and_resume(probed, tmp_path):
+    """A plan with segments, as its JSON, applied to the model by hand or by a resumed run:
+    the same plan, the same measured peak."""
+    cfg, run, batch, table = probed
+    model = run.runner.model
+    plan = chen_sqrt_plan(table)
+    apply_plan(model, table, plan)
+    peak, _ = measure_step(run, batch)
+    result = PlanResult(peak, predict_peak(table, plan), peak, plan_modes(table, plan),
+                        plan_segments(table, plan), False, 1, 4)
+    saved = json.loads(json.dumps(result.to_json()))
+    assert saved['segments'] == [['backbone.stem', 'backbone.layer1.1'],
+                                 ['backbone.layer2.0', 'backbone.layer3.0'],
+                                 ['backbone.layer3.1', 'backbone.layer4.1']]
+    model.set_checkpoint_plan({'*': None})
+    model.set_checkpoint_segments([])
+    model.set_checkpoint_plan(saved['plan'])
+    model.set_checkpoint_segments(saved['segments'])
+    assert measure_step(run, batch)[0] == peak
+    model.set_checkpoint_segments([])
+    (tmp_path / 'memory_plan.json').write_text(json.dumps(saved))
+    resumed = plan_training(run, Config(dict(cfg.to_dict(), work_dir=str(tmp_path),
+                                             memory_budget=peak)), resume=True)
+    assert resumed.to_json() == result.to_json()
+    assert model.checkpoint_segments() == saved['segments']
+    assert dict(model.checkpoint_plan()) == saved['plan']
+    apply_plan(model, table, uniform_plan(table, None))
 
 
 def test_config_interface_errors():

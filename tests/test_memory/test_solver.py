@@ -5,9 +5,11 @@ import random
 import pytest
 
 from ckptzoo.memory import (CostTable, Group, InfeasibleBudget, UnitCost, chen_sqrt_plan,
-                            count_plans, minimum_peak, peak_points, plan_from_modes, plan_modes,
-                            plan_segments, predict_peak, predict_time, solve, uniform_plan)
+                            count_plans, kept_bytes, minimum_peak, most_frugal, peak_points,
+                            plan_from_modes, plan_modes, plan_segments, predict_peak,
+                            predict_time, solve, uniform_plan)
 from ckptzoo.memory.peak import check_plan
+from ckptzoo.memory.solver import _groups_at
 
 MODES = (None, 'full', 'selective', 'offload')
 
@@ -40,7 +42,8 @@ def test_peak_model_by_hand():
     seg = (Group(0, 3, 'full'),)
     points = dict(peak_points(table, seg))
     assert points['loss'] == 10 + 1040
-    assert points['recompute u2 (segment)'] == 1000 + 200 + 120
+    # recomputed when its backward starts, while its kept output is still held
+    assert points['recompute u2 (segment)'] == 1000 + 10 + 200 + 120
     assert points['backward u2 (segment)'] == 1000 + 300 + 50
     assert points['backward u0 (segment)'] == 1000 + 100 + 50
     assert predict_time(table, seg) == 13.0
@@ -49,6 +52,13 @@ def test_peak_model_by_hand():
     assert plan_modes(table, mixed) == {'u0': 'selective', 'u1': 'full', 'u2': 'full'}
     assert plan_segments(table, mixed) == [['u1', 'u2']]
     assert plan_from_modes(table, {'u0': 'selective'}, [('u1', 'u2')]) == mixed
+    # u1's output also leaves the chain (a stage output): the segment returns and keeps it
+    table.exits = [1]
+    points = dict(peak_points(table, seg))
+    assert points['loss'] == 10 + 10 + 1040
+    assert points['forward u2'] == 1000 + 10 + 30
+    assert points['recompute u2 (segment)'] == 1000 + 10 + 200 + 120  # u1's left long ago
+    assert points['backward u1 (segment)'] == 1000 + 200 + 50
 
 
 def test_bad_plans():
@@ -63,7 +73,7 @@ def test_bad_plans():
         plan_from_modes(table, {'u9': 'full'})
 
 
-def random_table(n, seed, chains=None, modes=MODES):
+def random_table(n, seed, chains=None, modes=MODES, exits=()):
     rng = random.Random(seed)
     units = []
     for i in range(n):
@@ -81,7 +91,7 @@ def random_table(n, seed, chains=None, modes=MODES):
     return CostTable(units, fwd_base=[rng.randint(900, 1100) for _ in range(n)],
                      bwd_base=[rng.randint(1000, 1300) for _ in range(n)],
                      tail_peak=rng.randint(0, 300), step_peak=rng.randint(1200, 1600),
-                     step_time=20.0, chains=chains)
+                     step_time=20.0, chains=chains, exits=list(exits))
 
 
 def brute_force(table, budget):
@@ -110,7 +120,7 @@ def brute_force(table, budget):
 @pytest.mark.parametrize('seed', range(3))
 def test_solver_is_optimal_against_brute_force(seed):
     n = 6
-    table = random_table(n, seed, chains=[(0, 4)] if seed % 2 else None)
+    table = random_table(n, seed, chains=[(0, 4)] if seed % 2 else None, exits=(1, 3))
     low = minimum_peak(table).peak
     high = predict_peak(table, uniform_plan(table, None))
     assert low < high
@@ -121,6 +131,27 @@ def test_solver_is_optimal_against_brute_force(seed):
             assert got.peak <= budget
             assert got.time == pytest.approx(ref[0][0], abs=1e-5) and got.peak == ref[0][1]
     assert minimum_peak(table, exhaustive_limit=0).peak == low
+
+
+def test_most_frugal_keeps_the_fewest_bytes_near_the_smallest_peak():
+    table = random_table(6, 5, exits=(2, ))
+    low = minimum_peak(table)
+    bound = int(low.peak * 1.01)
+    plans = [p for p in _all_plans(table) if predict_peak(table, p) <= bound]
+    fewest = min(kept_bytes(table, p) for p in plans)
+    for limit in (10 ** 9, 0):
+        got = most_frugal(table, exhaustive_limit=limit)
+        assert got.peak <= bound and kept_bytes(table, got.plan) == fewest
+    assert fewest < kept_bytes(table, low.plan)  # not the same question as minimum_peak
+
+
+def _all_plans(table, i=0):
+    if i == len(table.units):
+        yield ()
+        return
+    for g in _groups_at(table, i, None, True):
+        for rest in _all_plans(table, g.stop):
+            yield (g, ) + rest
 
 
 def test_dynamic_program_on_a_long_chain_matches_exhaustive_search():

@@ -10,7 +10,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils import checkpoint as torch_cp
 
 from ckptzoo.models import DenseNet, ResNet, SwinTransformer
-from ckptzoo.models.checkpointing import functional
+from ckptzoo.models.checkpointing import CheckpointOwnerMixin, functional
 from ckptzoo.registry import build_model
 
 from ._cp_utils import assert_same_run, one_thread, run_once
@@ -32,8 +32,9 @@ def _randomise_bn(model):
                 m.bias.copy_(torch.rand(m.bias.shape, generator=gen) - 0.5)
 
 
-class Detector(nn.Module):
-    """backbone -> FPN -> RetinaHead outputs, as a tuple (what run_once differentiates)."""
+class Detector(CheckpointOwnerMixin, nn.Module):
+    """backbone -> FPN -> RetinaHead outputs, as a tuple (what run_once differentiates); the
+    plan methods through the mixin, as ``BaseModel``."""
 
     def __init__(self, frozen_stages=-1):
         super().__init__()
@@ -53,13 +54,6 @@ class Detector(nn.Module):
         feats = self.neck(self.backbone(x)[1:])
         cls, reg = self.bbox_head(feats)
         return tuple(cls) + tuple(reg)
-
-    # the plan methods of a model (BaseModel has them through the same mixin)
-    from ckptzoo.models.checkpointing import CheckpointOwnerMixin as _M
-    checkpoint_units = _M.checkpoint_units
-    checkpoint_plan = _M.checkpoint_plan
-    set_checkpoint_plan = _M.set_checkpoint_plan
-    del _M
 
 
 def _model(kind, frozen_stages=-1):

@@ -10,7 +10,8 @@ concat -> BN -> ReLU -> 1x1 conv bottleneck, the region torchvision's ``memory_e
 checkpoints), every transition ``transition{i}`` (norm / relu / 1x1 conv / avg pool) and the
 final ``norm5`` + ReLU. ``with_cp`` sets them to ``'full'`` per dense block (the stem with the
 first block's flag, a transition or norm5 with its block's flag); outputs, gradients and BN
-buffers are those of the plain model in every mode.
+buffers are those of the plain model in every mode. All units are one chain (the state inside a
+dense block is the list of its features), so a segment may span layers, transitions and blocks.
 
 Outputs (``out_indices``), one per dense block, each at the block's resolution and normalised:
 index ``i`` is ``relu(norm(block_i(x)))`` with the BN that follows the block (the transition's
@@ -36,7 +37,7 @@ import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
-from ..checkpointing import CheckpointUnit
+from ..checkpointing import ChainStep, CheckpointUnit, unit_step
 from ..utils import build_norm_layer
 from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
@@ -78,6 +79,13 @@ class DenseLayer(nn.Module):
         if self.drop_rate > 0:
             out = F.dropout(out, p=self.drop_rate, training=self.training)
         return out
+
+
+def _layer_step(layer, state):
+    """A dense layer in a chain: the block's features so far (a tensor at the block's start)
+    grow by the layer's output."""
+    features = state if isinstance(state, list) else [state]
+    return features + [layer(features)], None
 
 
 class DenseBlock(nn.ModuleDict):
@@ -261,22 +269,45 @@ class DenseNet(BaseBackbone):
             last = i == self.num_blocks - 1
             yield f'norm{i + 2}' if last else f'transition{i + 1}', self.transition_units[i]
 
+    def _after_block(self, i, features):
+        """Transition ``i`` (norm5 after the last block) on the block's concatenated features:
+        ``(the next block's input, the normalised output or None)``."""
+        x = torch.cat(features, 1)
+        unit = self.transition_units[i]
+        if i == self.num_blocks - 1:
+            out = unit(self._final_forward, x, module=self.final_norm)
+            return out, out
+        trans = self.features[f'transition{i + 1}']
+        if i in self.out_indices:
+            # partial, not a lambda: the recompute in backward runs after the loop moved on
+            feat, x = unit(partial(trans, return_feat=True), x, module=trans)
+            return x, feat
+        return unit(trans, x, module=trans), None
+
+    def _chain_steps(self):
+        """Stem, then each dense block (up to the last one ``out_indices`` takes): its layers
+        and its transition (norm5 after the last block)."""
+        stem = self._stem_modules()
+        steps = [unit_step('stem', self.stem_unit, self._stem_forward, stem)]
+        for i in range(max(self.out_indices) + 1):
+            for name, layer in self.features[f'denseblock{i + 1}'].items():
+                steps.append(ChainStep(f'denseblock{i + 1}.{name}', layer.cp_unit,
+                                       partial(_layer_step, layer), layer))
+            last = i == self.num_blocks - 1
+            steps.append(ChainStep(f'norm{i + 2}' if last else f'transition{i + 1}',
+                                   self.transition_units[i], partial(self._after_block, i),
+                                   self._stage_modules(i)[1]))
+        return steps
+
+    def _checkpoint_chains(self):
+        # a dense layer's output stays in the state to the block's end: a segment returns it
+        steps = self._chain_steps()
+        exits = [s.name for s in steps[:-1] if '.denselayer' in s.name or
+                 s.name.startswith('transition') and int(s.name[10:]) - 1 in self.out_indices]
+        yield [s.name for s in steps], exits
+
     def forward(self, x):
         """Normalised outputs of the dense blocks in ``out_indices``; blocks after the last
         requested one are not run."""
-        x = self.stem_unit(self._stem_forward, x, module=self._stem_modules())
-        outs = []
-        for i in range(max(self.out_indices) + 1):
-            x = self.features[f'denseblock{i + 1}'](x)
-            unit = self.transition_units[i]
-            if i == self.num_blocks - 1:
-                outs.append(unit(self._final_forward, x, module=self.final_norm))
-                break
-            trans = self.features[f'transition{i + 1}']
-            if i in self.out_indices:
-                # partial, not a lambda: the recompute in backward runs after the loop moved on
-                feat, x = unit(partial(trans, return_feat=True), x, module=trans)
-                outs.append(feat)
-            elif i < max(self.out_indices):
-                x = unit(trans, x, module=trans)
-        return tuple(outs)
+        _, outs = self._run_chain(self._chain_steps(), x)
+        return tuple(o for o in outs if o is not None)

@@ -6,14 +6,15 @@ add; the last ReLU stays outside, as in mmdet); the stem's covers conv1 / norm1 
 pool, which mmdet and timm leave out although its 112x112 activations are the largest of the
 network. ``with_cp`` sets them to ``'full'`` (the stem with the first stage's flag); the
 non-reentrant implementation also checkpoints the first trainable block behind a frozen stage
-(mmdet skips it because its input does not require grad).
+(mmdet skips it because its input does not require grad). The stem and all blocks are one chain:
+a segment may span stages, and returns the stage outputs that ``out_indices`` takes.
 """
 
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
-from ..checkpointing import CheckpointUnit
+from ..checkpointing import CheckpointUnit, chain_step, unit_step
 from ..utils import build_norm_layer
 from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
@@ -296,14 +297,27 @@ class ResNet(BaseBackbone):
             for j, block in enumerate(getattr(self, name)):
                 yield f'{name}.{j}', block.cp_unit
 
-    def forward(self, x):
-        x = self.stem_unit(self._stem_forward, x, module=self._stem_modules())
-        outs = []
+    def _chain_steps(self):
+        """Stem and blocks; the last block of each stage in ``out_indices`` emits its output."""
+        stem = self._stem_modules()
+        steps = [unit_step('stem', self.stem_unit, self._stem_forward, stem)]
         for i, name in enumerate(self.res_layers):
-            x = getattr(self, name)(x)
-            if i in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
+            layer = getattr(self, name)
+            for j, block in enumerate(layer):
+                steps.append(chain_step(f'{name}.{j}', block.cp_unit, block, block,
+                                        emit=i in self.out_indices and j == len(layer) - 1))
+        return steps
+
+    def _checkpoint_chains(self):
+        steps = self._chain_steps()
+        names = [s.name for s in steps]
+        exits = [f'{name}.{len(getattr(self, name)) - 1}'
+                 for i, name in enumerate(self.res_layers[:-1]) if i in self.out_indices]
+        yield names, exits
+
+    def forward(self, x):
+        _, outs = self._run_chain(self._chain_steps(), x)
+        return tuple(o for o in outs if o is not None)
 
 
 @MODELS.register_module()

@@ -17,7 +17,8 @@ Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``patch_embed``, every b
 ``stages.{i}.blocks.{j}`` and every patch merging ``stages.{i}.downsample``. ``with_cp`` sets
 the blocks to ``'full'`` (as mmdet and timm do) and also the patch embedding (with stage 0's
 flag) and each patch merging (with the flag of the stage it ends), which timm and mmdet leave
-out. The RNG is replayed, so drop path and dropout recompute identically.
+out. The RNG is replayed, so drop path and dropout recompute identically. All units are one
+chain: a segment may span blocks, patch mergings and stages.
 
 Outputs (``out_indices``): stage ``i``'s blocks' output (before its patch merging), normalised
 by its own ``norm{i}`` LayerNorm, NCHW, at stride ``patch_size * 2**i``; channels
@@ -40,7 +41,7 @@ from torchvision.ops import StochasticDepth
 
 from ...registry import MODELS
 from ...runner.checkpoint import load_file
-from ..checkpointing import CheckpointUnit
+from ..checkpointing import CheckpointUnit, chain_step, unit_step
 from ..utils.ckpt_convert import convert_official_swin, unfold_order_vector, unfold_order_weight
 from ..utils.pretrained import check_pretrained_cfg, load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
@@ -226,21 +227,14 @@ class PatchMerging(nn.Module):
 
 
 class SwinStage(nn.Module):
-    """``blocks`` and the ``downsample`` (patch merging) that ends the stage (mmdet's layout)."""
+    """``blocks`` and the ``downsample`` (patch merging) that ends the stage (mmdet's layout);
+    a container: ``SwinTransformer`` runs all stages as one chain of checkpoint units."""
 
     def __init__(self, blocks, downsample=None, with_cp=False, cp_use_reentrant=False):
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
         self.downsample = downsample
         self.downsample_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
-
-    def forward(self, x):
-        """Returns (the blocks' output, the downsampled one or None)."""
-        for block in self.blocks:
-            x = block(x)
-        if self.downsample is None:
-            return x, None
-        return x, self.downsample_unit(self.downsample, x)
 
 
 def _positive_int(value, name):
@@ -435,22 +429,28 @@ class SwinTransformer(BaseBackbone):
             if stage.downsample is not None:
                 yield f'stages.{i}.downsample', stage.downsample_unit
 
-    def forward(self, x):
-        """NCHW image -> tuple of NCHW features, one per ``out_indices``; stages after the last
-        requested one are not run."""
-        x = self.patch_embed_unit(self.patch_embed, x)
-        outs = []
+    def _chain_steps(self):
+        """Patch embedding, blocks and patch mergings of the stages up to the last output."""
+        steps = [unit_step('patch_embed', self.patch_embed_unit, self.patch_embed)]
         last = max(self.out_indices)
         for i, stage in enumerate(self.stages[:last + 1]):
-            if i == last:  # its patch merging would be unused
-                for block in stage.blocks:
-                    x = block(x)
-                feat = x
-            else:
-                feat, x = stage(x)
-            if i in self.out_indices:
-                outs.append(getattr(self, f'norm{i}')(feat).permute(0, 3, 1, 2).contiguous())
-        return tuple(outs)
+            for j, block in enumerate(stage.blocks):
+                steps.append(chain_step(f'stages.{i}.blocks.{j}', block.cp_unit, block, block,
+                                        emit=i in self.out_indices and j == len(stage.blocks) - 1))
+            if i < last:
+                steps.append(unit_step(f'stages.{i}.downsample', stage.downsample_unit,
+                                       stage.downsample))
+        return steps
+
+    def _checkpoint_chains(self):
+        yield [s.name for s in self._chain_steps()], [
+            f'stages.{i}.blocks.{self.depths[i] - 1}' for i in self.out_indices[:-1]]
+
+    def forward(self, x):
+        """NCHW image -> NCHW features, one per ``out_indices`` (later stages do not run)."""
+        feats = [f for f in self._run_chain(self._chain_steps(), x)[1] if f is not None]
+        return tuple(getattr(self, f'norm{i}')(f).permute(0, 3, 1, 2).contiguous()
+                     for i, f in zip(self.out_indices, feats))
 
 
 def convert_torchvision_swin(state_dict):

@@ -12,11 +12,11 @@ The model's ``checkpoint_units()`` joins them with the owners' attribute paths
 (``backbone.layer3.4``, ``neck.level2``, ``bbox_head.level0``). A plan,
 ``{name_or_glob: mode}``, changes modes at run time: no rebuild, weights untouched.
 
-Segments (several consecutive units under one checkpoint that keeps only the segment's input)
-fit this layout without redesign: an owner runs its units as a chain (ResNet's
-``_run_blocks``, ...), so a segment is a run of consecutive chain entries that the owner calls
-inside one :func:`~ckptzoo.models.checkpointing.functional.checkpoint`, with the inner units'
-modes set to None for the duration.
+Segments (:mod:`.segments`): an owner runs its units as a chain of steps, and a *segment*,
+``[first, last]`` unit names of one chain, runs those steps under one ``'full'`` checkpoint that
+keeps only the segment's inputs; the inner units run plainly for the duration.
+``checkpoint_chains()`` lists the chains, ``set_checkpoint_segments()`` sets the segments at
+run time (the ``segments`` part of a memory plan), ``checkpoint_segments()`` reads them.
 """
 import difflib
 import fnmatch
@@ -24,8 +24,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 
 from .functional import check_mode, checkpoint
+from .segments import inside_segment, run_chain
 
-__all__ = ['CheckpointUnit', 'CheckpointOwnerMixin', 'resolve_plan', 'reentrant_units']
+__all__ = ['CheckpointUnit', 'CheckpointOwnerMixin', 'resolve_plan', 'resolve_segments',
+           'reentrant_units']
 
 
 class CheckpointUnit:
@@ -48,7 +50,7 @@ class CheckpointUnit:
         self.use_reentrant = bool(use_reentrant)
 
     def __call__(self, function, *args, module=None):
-        if self.mode is None:
+        if self.mode is None or inside_segment():
             return function(*args)
         return checkpoint(function, *args, mode=self.mode, use_reentrant=self.use_reentrant,
                           module=module)
@@ -71,6 +73,22 @@ def _collect(module, prefix, units):
             units[prefix + name] = unit
     for child_name, child in module.named_children():
         _collect(child, f'{prefix}{child_name}.', units)
+
+
+def _owners(module, prefix=''):
+    """``(prefix, owner)`` of every module under ``module`` that lists units of its own."""
+    if callable(getattr(module, '_checkpoint_units', None)):
+        yield prefix, module
+    for child_name, child in module.named_children():
+        yield from _owners(child, f'{prefix}{child_name}.')
+
+
+def _close_matches(key, names):
+    prefixes = sorted({n.rsplit('.', i)[0] for n in names for i in (1, 2)} | set(names))
+    close = difflib.get_close_matches(key, prefixes, n=5, cutoff=0.5)
+    return f'close matches: {", ".join(close)}' if close else \
+        f'units are e.g. {", ".join(names[:3])} ({len(names)} in all)' if names else \
+        'this model has no checkpoint units'
 
 
 def _matches(key, names):
@@ -96,12 +114,8 @@ def resolve_plan(plan, units):
         check_mode(mode, where=f'mode for {key!r}')
         matched = _matches(key, names)
         if not matched:
-            prefixes = sorted({n.rsplit('.', i)[0] for n in names for i in (1, 2)} | set(names))
-            close = difflib.get_close_matches(key, prefixes, n=5, cutoff=0.5)
-            hint = f'close matches: {", ".join(close)}' if close else \
-                f'units are e.g. {", ".join(names[:3])} ({len(names)} in all)' if names else \
-                'this model has no checkpoint units'
-            raise KeyError(f'checkpoint plan key {key!r} matches no checkpoint unit; {hint}')
+            raise KeyError(f'checkpoint plan key {key!r} matches no checkpoint unit; '
+                           f'{_close_matches(key, names)}')
         for name in matched:
             check_mode(mode, units[name].use_reentrant, where=f'mode for {name!r}')
             out[name] = mode
@@ -155,12 +169,107 @@ class CheckpointOwnerMixin:
             units[name].mode = mode
         return self.checkpoint_plan()
 
+    # ---------------------------------------------------------------------------- segments
+    def _checkpoint_chains(self):
+        """``(local unit names, exits)`` per chain this owner runs (:meth:`_run_chain`), in
+        execution order; ``exits``: the units whose output also leaves the chain before its
+        end (a stage output). None by default."""
+        return ()
+
+    def _run_chain(self, steps, state):
+        """:func:`~.segments.run_chain` with this owner's segments."""
+        return run_chain(steps, state, getattr(self, '_cp_segments', None))
+
+    def checkpoint_chains(self):
+        """The runs of consecutive units that can form segments: a list of lists of unit
+        names, in execution order (e.g. ``backbone.stem`` ... ``backbone.layer4.2``)."""
+        return [[prefix + n for n in names] for prefix, owner in _owners(self)
+                for names, _ in owner._checkpoint_chains()]
+
+    def checkpoint_chain_exits(self):
+        """Units of a chain whose output also leaves it before its end (stage outputs that a
+        neck takes): a segment through them returns that output too."""
+        return [prefix + n for prefix, owner in _owners(self)
+                for _, exits in owner._checkpoint_chains() for n in exits]
+
+    def checkpoint_segments(self):
+        """The segments in force, ``[[first unit, last unit], ...]`` in execution order;
+        ``set_checkpoint_segments`` accepts it as it is."""
+        return [[prefix + a, prefix + b] for prefix, owner in _owners(self)
+                for a, b in getattr(owner, '_cp_segments', {}).items()]
+
+    def set_checkpoint_segments(self, segments):
+        """Run each ``[first, last]`` span of consecutive units of one chain under one
+        ``'full'`` checkpoint that keeps only its inputs; replaces the segments in force
+        (``[]`` removes them). The units' own modes apply again outside segments.
+
+        Raises:
+            KeyError: an unknown unit name (the message names close matches).
+            ValueError: a segment outside one chain, of fewer than two units, first after
+                last, or overlapping another (the message lists the chains).
+            TypeError: not a list of ``[first, last]`` name pairs. Nothing is changed when it
+                raises.
+        """
+        spans = resolve_segments(segments, self.checkpoint_units(), self.checkpoint_chains())
+        owners = list(_owners(self))
+        owner_of = {prefix + n: prefix for prefix, owner in owners
+                    for names, _ in owner._checkpoint_chains() for n in names}
+        local = {prefix: {} for prefix, _ in owners}
+        for first, last in spans:
+            prefix = owner_of[first]
+            local[prefix][first[len(prefix):]] = last[len(prefix):]
+        for prefix, owner in owners:
+            owner._cp_segments = local[prefix]
+        return self.checkpoint_segments()
+
+
+def _describe_chains(chains):
+    if not chains:
+        return 'this model has no chains'
+    return 'chains: ' + ', '.join(f'{c[0]}..{c[-1]} ({len(c)} units)' for c in chains)
+
+
+def resolve_segments(segments, units, chains):
+    """``[(first, last)]`` in execution order, checked against ``units`` and ``chains``."""
+    if isinstance(segments, (str, Mapping)) or not isinstance(segments, (list, tuple)):
+        raise TypeError(f'checkpoint segments are a list of [first unit, last unit] pairs, got '
+                        f'{segments!r}')
+    where = {name: (c, k) for c, chain in enumerate(chains) for k, name in enumerate(chain)}
+    spans = []
+    for seg in segments:
+        if isinstance(seg, str) or not isinstance(seg, (list, tuple)) or len(seg) != 2 \
+                or not all(isinstance(n, str) for n in seg):
+            raise TypeError(f'a checkpoint segment is a [first unit, last unit] pair of names, '
+                            f'got {seg!r}')
+        for name in seg:
+            if name not in units:
+                raise KeyError(f'checkpoint segment {list(seg)}: {name!r} is no checkpoint '
+                               f'unit; {_close_matches(name, list(units))}')
+            if name not in where:
+                raise ValueError(f'checkpoint segment {list(seg)}: {name!r} is in no chain of '
+                                 f'units run one after the other; {_describe_chains(chains)}')
+        (c0, a), (c1, b) = where[seg[0]], where[seg[1]]
+        if c0 != c1 or b <= a:
+            why = 'crosses a chain boundary' if c0 != c1 else \
+                'has its first unit after its last' if b < a else 'has one unit (use a mode)'
+            raise ValueError(f'checkpoint segment {list(seg)} {why}: a segment is two or more '
+                             f'consecutive units of one chain, first to last; '
+                             f'{_describe_chains(chains)}')
+        spans.append((c0, a, b, tuple(seg)))
+    spans.sort()
+    for (c0, _, b0, s0), (c1, a1, _, s1) in zip(spans, spans[1:]):
+        if c0 == c1 and a1 <= b0:
+            raise ValueError(f'checkpoint segments {list(s0)} and {list(s1)} overlap')
+    return [s for *_, s in spans]
+
 
 def reentrant_units(model):
-    """Names of the units of ``model`` that checkpoint with the reentrant implementation."""
+    """Names of the units of ``model`` that checkpoint with the reentrant implementation
+    (a segment uses its first unit's)."""
     owner = getattr(model, 'module', model)  # a DDP wrapper
     if not isinstance(owner, CheckpointOwnerMixin):
         return []
+    firsts = {first for first, _ in owner.checkpoint_segments()}
     return [name for name, unit in owner.checkpoint_units().items()
-            if unit.use_reentrant and unit.mode is not None]
+            if unit.use_reentrant and (unit.mode is not None or name in firsts)]
 

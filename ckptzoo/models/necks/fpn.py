@@ -7,7 +7,8 @@ Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``level{i}`` for each ou
 a conv. A backbone level's unit covers its lateral conv, the top-down addition and its output
 conv; the levels run top-down (the deepest first), so that is their execution order. An extra
 level's unit covers its stride-2 conv (and the ReLU before it). Outputs equal mmdet's order of
-operations bit for bit.
+operations bit for bit. The top-down levels are one chain (the state is the merged lateral
+passed down), the extra levels another: a segment over the top-down levels keeps no lateral.
 """
 from functools import partial
 
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 from ...registry import MODELS
 from ...runner.checkpoint import load_checkpoint
 from ...runner.fp16 import auto_fp16
-from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit
+from ..checkpointing import ChainStep, CheckpointOwnerMixin, CheckpointUnit
 from ..utils import ConvModule, apply_init_cfg
 
 __all__ = ['FPN']
@@ -125,11 +126,36 @@ class FPN(CheckpointOwnerMixin, nn.Module):
         for i in list(range(used - 1, -1, -1)) + list(range(used, len(self.fpn_convs))):
             yield f'level{i}', self.level_units[i]
 
+    def _chain_steps(self, inputs=None):
+        """(top-down steps, extra-level steps); ``inputs``: the backbone features they take."""
+        used = len(self.lateral_convs)
+        feat = (lambda i: (inputs[i + self.start_level], )) if inputs is not None else \
+            (lambda i: ())
+        down = [ChainStep(f'level{i}', self.level_units[i], partial(self._level_step, i),
+                          [self.lateral_convs[i], self.fpn_convs[i]], feat(i))
+                for i in range(used - 1, -1, -1)]
+        extra = [ChainStep(f'level{i}', self.level_units[i], partial(self._extra_step, i),
+                           self.fpn_convs[i]) for i in range(used, len(self.fpn_convs))]
+        return down, extra
+
+    def _checkpoint_chains(self):
+        for steps in self._chain_steps():
+            if len(steps) > 1:
+                yield [s.name for s in steps], [s.name for s in steps[:-1]]
+
     def init_weights(self):
         """Load a ``Pretrained`` init_cfg; the other kinds were applied at construction."""
         if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
             load_checkpoint(self, self.init_cfg['checkpoint'], map_location='cpu',
                             strict=False, prefix=self.init_cfg.get('prefix'))
+
+    def _level_step(self, i, top, feat):
+        """Level ``i`` through its unit: (its lateral for the level below, its output); the top
+        level also returns its lateral for ``add_extra_convs='on_lateral'``."""
+        args = (feat, ) if top is None else (feat, top)
+        lateral, out = self.level_units[i](partial(self._level, i), *args,
+                                           module=[self.lateral_convs[i], self.fpn_convs[i]])
+        return lateral, (out, lateral) if top is None else out
 
     def _level(self, i, feat, top=None):
         """Backbone level ``i``: (its lateral plus the upsampled level above, its output)."""
@@ -142,6 +168,12 @@ class FPN(CheckpointOwnerMixin, nn.Module):
             lateral = lateral + up
         return lateral, self.fpn_convs[i](lateral)
 
+    def _extra_step(self, i, previous, source=None):
+        """Extra level ``i`` through its unit, on ``source`` (the first) or the level below."""
+        out = self.level_units[i](partial(self._extra, i), previous if source is None else source,
+                                  module=self.fpn_convs[i])
+        return out, out
+
     def _extra(self, i, x):
         if i > len(self.lateral_convs) and self.relu_before_extra_convs:
             x = F.relu(x)
@@ -152,29 +184,17 @@ class FPN(CheckpointOwnerMixin, nn.Module):
         if len(inputs) != len(self.in_channels):
             raise ValueError(f'FPN expects {len(self.in_channels)} inputs (in_channels), '
                              f'got {len(inputs)}')
-        used_levels = len(self.lateral_convs)
-        laterals, outs = [None] * used_levels, [None] * used_levels
-        top = None
-        for i in range(used_levels - 1, -1, -1):  # top-down: each level needs the one above
-            level = partial(self._level, i)
-            modules = [self.lateral_convs[i], self.fpn_convs[i]]
-            feat = inputs[i + self.start_level]
-            args = (feat, ) if top is None else (feat, top)
-            laterals[i], outs[i] = self.level_units[i](level, *args, module=modules)
-            top = laterals[i]
+        down, extra = self._chain_steps(inputs)
+        _, outs = self._run_chain(down, None)
+        outs[0], top_lateral = outs[0]
+        outs = outs[::-1]  # run top-down, returned bottom-up
         if self.num_outs > len(outs):
             if not self.add_extra_convs:
-                for _ in range(self.num_outs - used_levels):
+                for _ in range(self.num_outs - len(outs)):
                     outs.append(F.max_pool2d(outs[-1], 1, stride=2))
             else:
-                if self.add_extra_convs == 'on_input':
-                    source = inputs[self.backbone_end_level - 1]
-                elif self.add_extra_convs == 'on_lateral':
-                    source = laterals[-1]
-                else:
-                    source = outs[-1]
-                for i in range(used_levels, self.num_outs):
-                    outs.append(self.level_units[i](partial(self._extra, i), source,
-                                                    module=self.fpn_convs[i]))
-                    source = outs[-1]
+                source = {'on_input': inputs[self.backbone_end_level - 1],
+                          'on_lateral': top_lateral, 'on_output': outs[-1]}
+                first = extra[0]._replace(args=(source[self.add_extra_convs], ))
+                outs += self._run_chain([first] + extra[1:], None)[1]
         return tuple(outs)
