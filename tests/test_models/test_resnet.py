@@ -268,3 +268,22 @@ def test_caffe_style_with_frozen_norms_as_mmdet_caffe_configs():
         y = F.relu(y + block.downsample(inp))
         torch.testing.assert_close(torch.nn.Sequential(*list(model.layer2)[1:])(y), outs[1],
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_stage_forward_hooks_fire_without_segments():
+    """mmdet users hook ``backbone.layerN`` to read features: without segments the stages run
+    as modules; with a segment the same outputs come back through the chain."""
+    torch.manual_seed(0)
+    model = ResNet(18, base_channels=8, out_indices=(1, 3)).train()
+    seen = []
+    for name in ('layer2', 'layer4'):
+        getattr(model, name).register_forward_hook(lambda m, i, o: seen.append(o.detach()))
+    x = torch.randn(2, 3, 32, 32)
+    torch.manual_seed(1)
+    outs = model(x)
+    assert len(seen) == 2
+    assert all(torch.equal(a.detach(), b) for a, b in zip(outs, seen))
+    model.set_checkpoint_segments([['layer1.0', 'layer3.1']])
+    torch.manual_seed(1)
+    seg_outs = model(x)
+    assert all(torch.equal(a.detach(), b.detach()) for a, b in zip(outs, seg_outs))

@@ -316,8 +316,17 @@ class ResNet(BaseBackbone):
         yield names, exits
 
     def forward(self, x):
-        _, outs = self._run_chain(self._chain_steps(), x)
-        return tuple(o for o in outs if o is not None)
+        if getattr(self, '_cp_segments', None):
+            _, outs = self._run_chain(self._chain_steps(), x)
+            return tuple(o for o in outs if o is not None)
+        # no segment: the stages run as modules, so hooks on ``layerN`` fire as in mmdet
+        x = self.stem_unit(self._stem_forward, x, module=self._stem_modules())
+        outs = []
+        for i, name in enumerate(self.res_layers):
+            x = getattr(self, name)(x)
+            if i in self.out_indices:
+                outs.append(x)
+        return tuple(outs)
 
 
 @MODELS.register_module()
