@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
-from ..checkpointing import CheckpointUnit
+from ..checkpointing import CheckpointUnit, checkpoint
 from ..utils import build_norm_layer
 from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
@@ -71,10 +71,26 @@ class DenseLayer(nn.Module):
     def bottleneck(self, *inputs):
         return self.conv1(self.relu1(self.norm1(torch.cat(inputs, 1))))
 
+    def _tail(self, x):
+        return self.conv2(self.relu2(self.norm2(x)))
+
     def forward(self, inputs):
         # tensors as separate arguments: the reentrant implementation sees no tensor in a list
-        out = self.cp_unit(self.bottleneck, *inputs, module=[self.norm1, self.relu1, self.conv1])
-        out = self.conv2(self.relu2(self.norm2(out)))
+        bottleneck = [self.norm1, self.relu1, self.conv1]
+        if self.cp_unit.mode != 'selective':
+            return self._dropout(self._tail(self.cp_unit(self.bottleneck, *inputs,
+                                                         module=bottleneck)))
+        # 'selective' keeps both convolutions' outputs and recomputes the BN-ReLU before each.
+        # In this BN-ReLU-conv chain that is one 'full' checkpoint per BN-ReLU-conv: each keeps
+        # its input (the concatenated features, then conv1's output) and its recompute stops
+        # before the convolution (non-reentrant early stop). Same tensors kept and recomputed as
+        # a selective policy over the layer, without its per-op Python dispatch (~0.8 ms a
+        # layer on CPU), and the ReLUs stay in place.
+        out = checkpoint(self.bottleneck, *inputs, module=bottleneck)
+        return self._dropout(checkpoint(self._tail, out,
+                                        module=[self.norm2, self.relu2, self.conv2]))
+
+    def _dropout(self, out):
         if self.drop_rate > 0:
             out = F.dropout(out, p=self.drop_rate, training=self.training)
         return out
