@@ -85,10 +85,12 @@ class DenseLayer(nn.Module):
         # its input (the concatenated features, then conv1's output) and its recompute stops
         # before the convolution (non-reentrant early stop). Same tensors kept and recomputed as
         # a selective policy over the layer, without its per-op Python dispatch (~0.8 ms a
-        # layer on CPU), and the ReLUs stay in place.
-        out = checkpoint(self.bottleneck, *inputs, module=bottleneck)
-        return self._dropout(checkpoint(self._tail, out,
-                                        module=[self.norm2, self.relu2, self.conv2]))
+        # layer on CPU), and the ReLUs stay in place. Neither region draws random numbers
+        # (dropout comes after), so no RNG state is kept for them.
+        out = checkpoint(self.bottleneck, *inputs, module=bottleneck, preserve_rng_state=False)
+        out = checkpoint(self._tail, out, module=[self.norm2, self.relu2, self.conv2],
+                         preserve_rng_state=False)
+        return self._dropout(out)
 
     def _dropout(self, out):
         if self.drop_rate > 0:

@@ -118,18 +118,19 @@ def _as_in_forward(modes, norms):
 
     BN still runs with its buffers (so the recompute saves the same tensors as the forward),
     but with momentum 0, which leaves ``running_mean`` / ``running_var`` bit-identical, and
-    counts into a spare ``num_batches_tracked``. No tensor op runs here: a selective
-    checkpoint replays the forward's ops one for one and allows no extra ones.
+    without ``num_batches_tracked`` (None: BN skips counting), which leaves it unchanged. No
+    tensor op runs here: a selective checkpoint replays the forward's ops one for one and
+    allows no extra ones.
     """
     now = [(m, m.training) for m, _ in modes]
-    saved = [(m, m.momentum, m._buffers.get('num_batches_tracked')) for m, _ in norms]
+    saved = [(m, m.momentum, m._buffers.get('num_batches_tracked')) for m in norms]
     try:
         for m, training in modes:
             m.training = training
-        for m, spare in norms:
+        for m, _, tracked in saved:
             m.momentum = 0.0
-            if spare is not None:
-                m._buffers['num_batches_tracked'] = spare
+            if tracked is not None:
+                m._buffers['num_batches_tracked'] = None
         yield
     finally:
         for m, training in now:
@@ -164,11 +165,8 @@ class _Recompute:
         self.inplace = [m for m in subs if getattr(m, 'inplace', None) is True] \
             if selective else []
         self.modes = [(m, m.training) for m in subs]
-        # (BN, a spare num_batches_tracked for the recompute to count into), made now: before
-        # the region runs, outside any checkpoint context
-        self.norms = [(m, None if m.num_batches_tracked is None
-                       else m.num_batches_tracked.detach().clone())
-                      for m in subs if isinstance(m, _BatchNorm)
+        # the BNs that update running statistics in the forward pass
+        self.norms = [m for m in subs if isinstance(m, _BatchNorm)
                       and m.training and m.track_running_stats]
 
     def __call__(self, *args):
