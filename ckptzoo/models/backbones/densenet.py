@@ -5,9 +5,10 @@ torchvision ``densenet121(...).state_dict()`` loads directly (same keys: ``featu
 its ``classifier.*`` is ignored by a non-strict load) and gives the same features.
 
 Checkpoint units (:mod:`ckptzoo.models.checkpointing`), in execution order: ``stem``
-(conv0 / norm0 / relu0 / pool0), every dense layer ``denseblock{i}.denselayer{j}`` (its
-concat -> BN -> ReLU -> 1x1 conv bottleneck, the region torchvision's ``memory_efficient``
-checkpoints), every transition ``transition{i}`` (norm / relu / 1x1 conv / avg pool) and the
+(conv0 / norm0 / relu0 / pool0), every dense layer ``denseblock{i}.denselayer{j}`` (under
+``'full'`` and ``'offload'`` its concat -> BN -> ReLU -> 1x1 conv bottleneck, the region
+torchvision's ``memory_efficient`` checkpoints; under ``'selective'`` the whole layer, keeping
+only the convolutions' outputs), every transition ``transition{i}`` (norm / relu / 1x1 conv / avg pool) and the
 final ``norm5`` + ReLU. ``with_cp`` sets them to ``'full'`` per dense block (the stem with the
 first block's flag, a transition or norm5 with its block's flag); outputs, gradients and BN
 buffers are those of the plain model in every mode.

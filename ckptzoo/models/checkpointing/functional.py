@@ -8,6 +8,10 @@ Modes (:data:`MODES`):
   (``torch.utils.checkpoint.create_selective_checkpoint_contexts`` with :func:`selective_policy`;
   non-reentrant only). The kept outputs are cached outside saved-tensor hooks: measure this mode
   with live tensor storage (:class:`ckptzoo.utils.memory.LiveTensorTracker`), not with hooks.
+  A unit that is a chain norm-activation-conv may implement it as one ``'full'`` checkpoint per
+  norm-activation-conv instead (each keeps its input, a conv output; the non-reentrant recompute
+  stops before the conv): the same tensors kept and recomputed, without the policy's per-op
+  Python dispatch (DenseNet's dense layers do).
 * ``'offload'``: nothing is recomputed; the tensors the region saves for backward are moved to
   CPU memory (pinned on CUDA) and brought back in backward
   (``torch.autograd.graph.save_on_cpu``). On CPU tensors it moves nothing and warns once.
