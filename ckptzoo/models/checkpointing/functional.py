@@ -158,6 +158,19 @@ def _out_of_place(modules):
             m.inplace = True
 
 
+def _submodules(modules):
+    """Every module in ``modules`` and below, once each (``Module.modules()`` without its
+    per-module name strings: this runs at every checkpointed call)."""
+    out, seen, stack = [], set(), list(reversed(modules))
+    while stack:
+        m = stack.pop()
+        if id(m) not in seen:
+            seen.add(id(m))
+            out.append(m)
+            stack.extend(reversed([c for c in m._modules.values() if c is not None]))
+    return out
+
+
 class _Recompute:
     """Runs ``function`` plainly the first time, BN-safely every later (recompute) time;
     with ``selective``, in-place activations run out of place both times."""
@@ -165,7 +178,7 @@ class _Recompute:
     def __init__(self, function, module, selective=False):
         self.function = function
         self.calls = 0
-        subs = [sub for m in _modules(module) for sub in m.modules()]
+        subs = _submodules(_modules(module))
         self.inplace = [m for m in subs if getattr(m, 'inplace', None) is True] \
             if selective else []
         self.modes = [(m, m.training) for m in subs]
