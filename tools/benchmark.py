@@ -102,6 +102,10 @@ PEER_PLANS = {
         arch: {'*': 'full', blocks: 'selective'} for arch, blocks in (
             ('resnet50', 'layer*'), ('swin_t', 'stages.*.blocks.*'),
             ('densenet121', 'denseblock*'))}),
+    # the dense layers that hold most (early, large resolution) 'selective', the rest 'full'
+    'selective_early_blocks': ("'selective' on dense blocks 1-2, 'full' on 3-4 (dense layers "
+                               "only)", {'densenet121': {'denseblock[12]': 'selective',
+                                                         'denseblock[34]': 'full'}}),
 }
 #: the config's own variants in the RetinaNet rows of the peers table: variant -> checkpointing
 RETINANET_ROWS = {'base': '—', 'with_cp': 'with_cp (backbone)', 'cp_full': "'full' (all units)",
