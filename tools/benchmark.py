@@ -104,8 +104,8 @@ PEER_PLANS = {
             ('densenet121', 'denseblock*'))}),
     # the dense layers that hold most (early, large resolution) 'selective', the rest 'full'
     'selective_early_blocks': ("'selective' on dense blocks 1-2, 'full' on 3-4 (dense layers "
-                               "only)", {'densenet121': {'denseblock[12]': 'selective',
-                                                         'denseblock[34]': 'full'}}),
+                               "only)", {'densenet121': {'denseblock[12].*': 'selective',
+                                                         'denseblock[34].*': 'full'}}),
 }
 #: the config's own variants in the RetinaNet rows of the peers table: variant -> checkpointing
 RETINANET_ROWS = {'base': '—', 'with_cp': 'with_cp (backbone)', 'cp_full': "'full' (all units)",
