@@ -1,7 +1,8 @@
 """Peak memory and time per training step of the memory savers, in one command.
 
     python tools/benchmark.py [CONFIG] [--img-size W [H]] [--batch B] [--iters N] [--warmup W]
-                              [--peers] [--device cpu|cuda] [--out-dir DIR] [--data-root DIR]
+                              [--peers] [--peer-plans NAME ...] [--rounds N]
+                              [--device cpu|cuda] [--out-dir DIR] [--data-root DIR]
 
 Each variant of CONFIG (default: RetinaNet R50-FPN on VOC) runs in its own process: ``base``,
 ``fp16`` (``fp16 = dict(loss_scale=512.)``), ``accum2`` (``cumulative_iters=2`` at half the
@@ -39,7 +40,11 @@ eval mode with trained affine parameters from layer2 on, conv1 + layer1 frozen, 
 as torchvision builds it by default (``FrozenBatchNorm2d``, P6 from P5), and ckptzoo's
 ResNet-50 / DenseNet-121 / Swin-T plain, ``'full'`` (= ``with_cp``) and ``'selective'`` against
 torchvision's (DenseNet's ``memory_efficient``) and timm's (``set_grad_checkpointing()``; timm
-is optional: ``pip install .[bench]``). Ratios are measured in one run, side by side.
+is optional: ``pip install .[bench]``). ``--peer-plans`` adds ckptzoo rows for plans per
+unit type (:data:`PEER_PLANS`, e.g. ``'full'`` on the blocks only, timm's units). Ratios are
+measured in one run, side by side; on a shared machine ``--rounds N`` runs every job ``N``
+times round-robin (A B C A B C ...): times then pool all steps of all rounds, and a ratio is the
+median of per-step ratios taken within each round, so a slow spell weighs on both sides.
 """
 import argparse
 import json
@@ -84,6 +89,26 @@ PEERS = [('retinanet', 'torchvision', ''), ('retinanet', 'torchvision-default', 
     for cp in cps]
 CP_NAMES = {'ckptzoo': "'full' (with_cp)", 'torchvision': 'memory_efficient',
             'timm': 'set_grad_checkpointing'}
+#: ckptzoo plans per unit type for --peer-plans: name -> (label, {backbone: plan}); a plan
+#: starts from every unit plain; "blocks" are ResNet / Swin blocks and DenseNet dense layers.
+#: Beside with_cp's ('full' on every unit: also the stem and the DenseNet transitions / Swin
+#: patch embedding and merging) and 'selective' on every unit.
+PEER_PLANS = {
+    'full_blocks': ("'full' on {blocks} only (timm's units)", {
+        'resnet50': {'layer*': 'full'}, 'swin_t': {'stages.*.blocks.*': 'full'},
+        'densenet121': {'denseblock*': 'full'}}),
+    'selective_blocks': ("'selective' on {blocks} only", {
+        'resnet50': {'layer*': 'selective'}, 'swin_t': {'stages.*.blocks.*': 'selective'},
+        'densenet121': {'denseblock*': 'selective'}}),
+    'selective_blocks_full_rest': ("'selective' on {blocks}, 'full' on the rest", {
+        arch: {'*': 'full', blocks: 'selective'} for arch, blocks in (
+            ('resnet50', 'layer*'), ('swin_t', 'stages.*.blocks.*'),
+            ('densenet121', 'denseblock*'))}),
+    # the dense layers that hold most (early, large resolution) 'selective', the rest 'full'
+    'selective_early_blocks': ("'selective' on dense blocks 1-2, 'full' on 3-4 (dense layers "
+                               "only)", {'densenet121': {'denseblock[12].*': 'selective',
+                                                         'denseblock[34].*': 'full'}}),
+}
 #: the config's own variants in the RetinaNet rows of the peers table: variant -> checkpointing
 RETINANET_ROWS = {'base': '—', 'with_cp': 'with_cp (backbone)', 'cp_full': "'full' (all units)",
                   'cp_full_seg': "'full' (all units, FPN top-down one segment)",
@@ -104,6 +129,11 @@ def parse_args(argv=None):
                         help='add torchvision / timm on the same workloads')
     parser.add_argument('--peer-only', nargs='+', choices=('retinanet',) + BACKBONES,
                         help='with --peers: only these models')
+    parser.add_argument('--peer-plans', nargs='+', default=[], choices=list(PEER_PLANS),
+                        help='with --peers: ckptzoo rows for these per-unit-type plans too')
+    parser.add_argument('--rounds', type=int, default=1,
+                        help='run every job this many times, round-robin (A B C A B C ...); '
+                        'times pool all rounds, ratios pair the steps of each round')
     parser.add_argument('--peer-batch', type=int, default=4, help='batch of the backbone peers')
     parser.add_argument('--peer-img-size', type=int, default=224,
                         help='square input of the backbone peers')
@@ -121,7 +151,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if len(args.img_size) not in (1, 2) or min(args.img_size) < 32:
         parser.error(f'--img-size takes W or W H, each >= 32, got {args.img_size}')
-    for name in ('batch', 'iters', 'peer_batch', 'peer_img_size'):
+    for name in ('batch', 'iters', 'peer_batch', 'peer_img_size', 'rounds'):
         if getattr(args, name) < 1:
             parser.error(f'--{name.replace("_", "-")} must be >= 1, got {getattr(args, name)}')
     if not osp.exists(args.config) and osp.exists(osp.join(ROOT, args.config)):
@@ -363,11 +393,14 @@ def _backbone(arch, impl, cp, img_size):
             model = DenseNet(arch='121', out_indices=(3,))
         else:
             model = SwinTransformer(arch='tiny', out_indices=(3,), drop_path_rate=0.0)
-        model.set_checkpoint_plan({'*': {'': None, 'cp': 'full'}.get(cp, cp)})
+        if cp.startswith('plan='):
+            model.set_checkpoint_plan({'*': None, **PEER_PLANS[cp[5:]][1][arch]})
+        else:
+            model.set_checkpoint_plan({'*': {'': None, 'cp': 'full'}.get(cp, cp)})
         if hasattr(model, 'init_weights'):
             model.init_weights()
         return model, lambda x: model(x)[-1]
-    if cp == 'selective':
+    if cp == 'selective' or cp.startswith('plan='):
         raise ValueError(f'selective checkpointing is ckptzoo\'s, not {impl}\'s')
     cp = cp == 'cp'
     if impl == 'torchvision':
@@ -544,6 +577,28 @@ def _ms(times):
     return f'{statistics.median(times) * 1e3:.0f}'
 
 
+def _merge(rounds):
+    """One job's results over its rounds: memory from the first (it is deterministic), the
+    times of every step of every round, and per round (for paired ratios)."""
+    failed = [r for r in rounds if not r['ok']]
+    if failed:
+        return failed[0]
+    return dict(rounds[0], times=[t for r in rounds for t in r['times']],
+                round_times=[r['times'] for r in rounds])
+
+
+def _time_ratio(r, ref):
+    """The median of per-step ratios, step ``i`` of round ``k`` against the reference's step
+    ``i`` of round ``k`` (jobs of one round ran one after the other); with steps that do not
+    pair up, the ratio of the medians."""
+    if not (r and r.get('ok') and ref and ref.get('ok')):
+        return ''
+    a, b = r.get('round_times'), ref.get('round_times')
+    if a and b and [len(x) for x in a] == [len(x) for x in b]:
+        return f'{statistics.median(x / y for ra, rb in zip(a, b) for x, y in zip(ra, rb)):.2f}×'
+    return _ratio(_med(r), _med(ref))
+
+
 def _memory_line(r):
     if r.get('max_allocated') is not None:
         return (f'max allocated {r["max_allocated"] / MIB:.0f} MiB, '
@@ -592,14 +647,17 @@ def variant_table(results, cuda):
         cells = [name]
         for key, _ in keys:
             cells += [_mib(r.get(key)), _ratio(r.get(key), base and base.get(key))]
-        cells += [_time_cell(r), _ratio(_med(r), base and _med(base))]
+        cells += [_time_cell(r), _time_ratio(r, base)]
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
 
-def _cp_name(impl, cp):
+def _cp_name(impl, cp, arch=None):
     if impl == 'ckptzoo-config':
         return cp
+    if cp.startswith('plan='):
+        return PEER_PLANS[cp[5:]][0].format(
+            blocks='dense layers' if arch == 'densenet121' else 'blocks')
     return {'': '—', 'selective': "'selective'"}.get(cp) or CP_NAMES[impl]
 
 
@@ -634,16 +692,15 @@ def peer_table(variants, peers, cuda):
         label = 'RetinaNet R50-FPN' if arch == 'retinanet' else arch
         impl_name = 'ckptzoo' if impl == 'ckptzoo-config' else impl
         if not r.get('ok'):
-            lines.append(f'| {label} | {impl_name} | {_cp_name(impl, cp)} | FAILED: '
+            lines.append(f'| {label} | {impl_name} | {_cp_name(impl, cp, arch)} | FAILED: '
                          f'{r["error"]} |' + ' |' * (head.count('|') - 5))
             continue
         plain = find(arch, impl, '—' if impl == 'ckptzoo-config' else '')
         tv = find(arch, 'torchvision', '')
-        cells = [label, impl_name, _cp_name(impl, cp)]
+        cells = [label, impl_name, _cp_name(impl, cp, arch)]
         for key, _ in keys:
             cells += [_mib(r.get(key)), _ratio(r.get(key), plain and plain.get(key))]
-        cells += [_time_cell(r), _ratio(_med(r), plain and _med(plain)),
-                  _ratio(_med(r), tv and _med(tv))]
+        cells += [_time_cell(r), _time_ratio(r, plain), _time_ratio(r, tv)]
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
@@ -701,7 +758,7 @@ def peers_chart(path, variants, peers, mem_key, mem_label):
     """ckptzoo's bars (blue) next to torchvision's and timm's, grouped by model."""
     rows = peer_rows(variants, peers)
     labels = [f'{arch} {"ckptzoo" if impl == "ckptzoo-config" else impl} '
-              f'{_cp_name(impl, cp)}'.replace(' —', '') for arch, impl, cp, _ in rows]
+              f'{_cp_name(impl, cp, arch)}'.replace(' —', '') for arch, impl, cp, _ in rows]
     _chart(path, 'ckptzoo (blue) and its peers', labels,
            [r[mem_key] / MIB if r.get('ok') else None for *_, r in rows], mem_label,
            [_med(r) * 1e3 if r.get('ok') else None for *_, r in rows],
@@ -722,7 +779,10 @@ def main(argv=None):
            f'device: {_device_name(cuda, args.threads)}; torch {torch.__version__}', '',
            f'config `{args.config}`, generated VOC data resized to {size} (W×H), batch '
            f'{args.batch} images per optimizer step, {args.warmup} warm-up + {args.iters} timed '
-           'steps, then one probe step. Memory: ' +
+           'steps, then one probe step' +
+           (f', every job {args.rounds} times round-robin (times: all steps of all rounds; '
+            '× ratios: median of per-step ratios within each round)' if args.rounds > 1
+            else '') + '. Memory: ' +
            ('`torch.cuda.max_memory_allocated` / `max_memory_reserved` over the timed steps'
             if cuda else 'exact peak of live tensor storage (parameters, gradients, '
             'optimizer state, batch, activations; `LiveTensorTracker`) in the probe step') +
@@ -733,26 +793,31 @@ def main(argv=None):
             'checkpointing, which keeps its tensors outside saved-tensor hooks)') + '.', '']
     print('\n'.join(out[:1]), flush=True)
 
-    jobs = [(name, name) for name in args.variants]
-    peers = [p for p in PEERS if not args.peer_only or p[0] in args.peer_only] \
-        if args.peers else []
+    peers = []
+    for p in PEERS if args.peers else ():
+        if not args.peer_only or p[0] in args.peer_only:
+            peers.append(p)
+            if p[1:] == ('ckptzoo', 'selective'):
+                peers += [(p[0], 'ckptzoo', f'plan={name}') for name in args.peer_plans
+                          if p[0] in PEER_PLANS[name][1]]
     have_timm = _timm() is not None
-    total = len(jobs) + sum(1 for p in peers if p[1] != 'timm' or have_timm)
-    index = 0
-    variants = {}
-    for name, job in jobs:
-        index += 1
-        variants[name] = _spawn(job, child, name, index, total)
-    peer_results = {}
+    runs, peer_results = [(name, name, name) for name in args.variants], {}
     for arch, impl, cp in peers:
         if impl == 'timm' and not have_timm:
             peer_results[(arch, impl, cp)] = dict(
                 ok=False, error='timm is not installed: pip install timm==1.0.31 (or .[bench])')
             continue
-        index += 1
-        label = f'{arch} {impl}' + (f' {_cp_name(impl, cp)}' if cp else '')
-        peer_results[(arch, impl, cp)] = _spawn(f'peer:{arch}:{impl}:{cp}', child, label,
-                                                index, total)
+        label = f'{arch} {impl}' + (f' {_cp_name(impl, cp, arch)}' if cp else '')
+        runs.append(((arch, impl, cp), f'peer:{arch}:{impl}:{cp}', label))
+    # round-robin: every job once per round, so slow spells of a shared machine spread over all
+    results, index, total = {key: [] for key, _, _ in runs}, 0, len(runs) * args.rounds
+    for k in range(args.rounds):
+        for key, job, label in runs:
+            index += 1
+            suffix = f' (round {k + 1}/{args.rounds})' if args.rounds > 1 else ''
+            results[key].append(_spawn(job, child, label + suffix, index, total))
+    variants = {name: _merge(results[name]) for name in args.variants}
+    peer_results = {p: peer_results.get(p) or _merge(results[p]) for p in peers}
 
     os.makedirs(args.out_dir, exist_ok=True)
     text = out[1:] + ['## Variants', '', variant_table(variants, cuda), '']

@@ -160,3 +160,31 @@ def test_bad_arguments():
         DenseNet(TINY, compression=0)
     with pytest.raises(ValueError, match=r"an arch dict needs exactly the keys.*got \['depths'\]"):
         DenseNet(dict(depths=(1, 2)))
+
+
+def test_selective_dense_layer_keeps_only_its_conv_outputs():
+    """A dense layer under 'selective' holds conv1's output and nothing else of its own
+    (the concatenation and both BN-ReLU outputs are recomputed); 'full' also holds norm2's
+    ReLU output, plain everything. Exact tensor bytes, outputs equal plain."""
+    from ckptzoo.models.backbones.densenet import DenseLayer
+    from ckptzoo.utils.memory import LiveTensorTracker
+    torch.manual_seed(0)
+    inputs = [torch.randn(2, 8, 32, 32, requires_grad=True) for _ in range(3)]
+    mid = 2 * (4 * 4) * 32 * 32 * 4      # batch, bn_size * growth channels, float32
+    cat = 2 * 24 * 32 * 32 * 4
+    held, outs = {}, {}
+    for mode in (None, 'full', 'selective'):
+        torch.manual_seed(1)
+        layer = DenseLayer(24, growth_rate=4, bn_size=4, drop_rate=0.0,
+                           norm_cfg=dict(type='BN')).train()
+        layer.cp_unit.mode = mode
+        with LiveTensorTracker() as tracker:
+            tracker.track(layer, inputs)
+            outs[mode] = layer(inputs)
+            held[mode] = tracker.live_bytes - tracker.baseline_bytes - outs[mode].nbytes
+        outs[mode].sum().backward()
+    small = 4096      # BN batch statistics, RNG states
+    assert 2 * cat + 2 * mid <= held[None] <= 2 * cat + 2 * mid + small, held
+    assert 2 * mid <= held['full'] <= 2 * mid + small, held
+    assert mid <= held['selective'] <= mid + small, held
+    torch.testing.assert_close(outs['selective'], outs[None], rtol=0, atol=1e-6)

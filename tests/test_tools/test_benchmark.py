@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 BENCH = osp.join(ROOT, 'tools', 'benchmark.py')
 VARIANTS = ('base', 'fp16', 'accum2', 'with_cp', 'cp_fp16_accum2', 'cp_full', 'cp_selective',
@@ -63,17 +65,47 @@ def test_failed_variant_and_peers_without_timm(tmp_path):
     env = dict(CKPTZOO_BENCH_FAIL='fp16',
                PYTHONPATH=os.pathsep.join([str(hide.parent), ROOT]))
     proc = _run(tmp_path, '--variants', 'base', 'fp16', '--peers', '--peer-only',
-                'densenet121', '--peer-batch', '2', '--peer-img-size', '32', env=env)
+                'densenet121', '--peer-batch', '2', '--peer-img-size', '32',
+                '--peer-plans', 'selective_blocks', env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert re.search(r'^\| fp16 \| FAILED: RuntimeError: injected failure', out, re.M), out
     assert 'fp16: FAILED: RuntimeError: injected failure' in proc.stderr
     assert re.search(r'^\| base \| [\d.]+ \| 1\.00×', out, re.M)
     for impl, cp in (('ckptzoo', '—'), ('ckptzoo', "'full' \\(with_cp\\)"),
-                     ('ckptzoo', "'selective'"), ('torchvision', '—'),
+                     ('ckptzoo', "'selective'"), ('ckptzoo', "'selective' on dense layers only"),
+                     ('torchvision', '—'),
                      ('torchvision', 'memory_efficient')):
         assert re.search(rf'^\| densenet121 \| {impl} \| {cp} \| [\d.]+ \|', out, re.M), out
     for cp in ('—', 'set_grad_checkpointing'):
         assert re.search(rf'^\| densenet121 \| timm \| {cp} \| FAILED: timm is not installed',
                          out, re.M), out
     assert osp.getsize(tmp_path / 'out' / 'benchmark_peers.png') > 0
+
+
+def test_rounds_run_round_robin_and_pair_steps(tmp_path):
+    """--rounds 2: every job twice, A B A B; the time ratio is the median of per-step ratios
+    within each round (a slow round weighs on both sides), not the ratio of pooled medians."""
+    proc = _run(tmp_path, '--variants', 'base', 'frozen_bn', '--rounds', '2')
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    order = re.findall(r'^\[(\d)/4\] (\w+) \(round (\d)/2\):', proc.stderr, re.M)
+    assert order == [('1', 'base', '1'), ('2', 'frozen_bn', '1'), ('3', 'base', '2'),
+                     ('4', 'frozen_bn', '2')], proc.stderr
+    assert '2 times round-robin' in proc.stdout
+    assert re.search(r'^\| frozen_bn \| [\d.]+ \|.*\| [\d.]+ \([\d.]+–[\d.]+\) \| [\d.]+× \|$',
+                     proc.stdout, re.M), proc.stdout
+
+    sys.path.insert(0, osp.join(ROOT, 'tools'))
+    try:
+        import benchmark
+    finally:
+        sys.path.pop(0)
+    # round 2 twice as slow for both: per-step pairing gives 1.5, pooled medians would not
+    ref = benchmark._merge([dict(ok=True, times=[1.0, 1.0]), dict(ok=True, times=[2.0, 2.0])])
+    run = benchmark._merge([dict(ok=True, times=[1.5, 1.5]), dict(ok=True, times=[3.0, 3.0])])
+    assert run['times'] == [1.5, 1.5, 3.0, 3.0]
+    assert benchmark._time_ratio(run, ref) == '1.50×'
+    assert benchmark._time_ratio(dict(ok=True, times=[3.0]), ref) == '2.00×'
+    assert not benchmark._merge([dict(ok=True, times=[1.0]), dict(ok=False, error='x')])['ok']
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(['--rounds', '0'])

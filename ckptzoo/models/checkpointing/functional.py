@@ -8,6 +8,10 @@ Modes (:data:`MODES`):
   (``torch.utils.checkpoint.create_selective_checkpoint_contexts`` with :func:`selective_policy`;
   non-reentrant only). The kept outputs are cached outside saved-tensor hooks: measure this mode
   with live tensor storage (:class:`ckptzoo.utils.memory.LiveTensorTracker`), not with hooks.
+  A unit that is a chain norm-activation-conv may implement it as one ``'full'`` checkpoint per
+  norm-activation-conv instead (each keeps its input, a conv output; the non-reentrant recompute
+  stops before the conv): the same tensors kept and recomputed, without the policy's per-op
+  Python dispatch (DenseNet's dense layers do).
 * ``'offload'``: nothing is recomputed; the tensors the region saves for backward are moved to
   CPU memory (pinned on CUDA) and brought back in backward
   (``torch.autograd.graph.save_on_cpu``). On CPU tensors it moves nothing and warns once.
@@ -118,18 +122,19 @@ def _as_in_forward(modes, norms):
 
     BN still runs with its buffers (so the recompute saves the same tensors as the forward),
     but with momentum 0, which leaves ``running_mean`` / ``running_var`` bit-identical, and
-    counts into a spare ``num_batches_tracked``. No tensor op runs here: a selective
-    checkpoint replays the forward's ops one for one and allows no extra ones.
+    without ``num_batches_tracked`` (None: BN skips counting), which leaves it unchanged. No
+    tensor op runs here: a selective checkpoint replays the forward's ops one for one and
+    allows no extra ones.
     """
     now = [(m, m.training) for m, _ in modes]
-    saved = [(m, m.momentum, m._buffers.get('num_batches_tracked')) for m, _ in norms]
+    saved = [(m, m.momentum, m._buffers.get('num_batches_tracked')) for m in norms]
     try:
         for m, training in modes:
             m.training = training
-        for m, spare in norms:
+        for m, _, tracked in saved:
             m.momentum = 0.0
-            if spare is not None:
-                m._buffers['num_batches_tracked'] = spare
+            if tracked is not None:
+                m._buffers['num_batches_tracked'] = None
         yield
     finally:
         for m, training in now:
@@ -153,6 +158,19 @@ def _out_of_place(modules):
             m.inplace = True
 
 
+def _submodules(modules):
+    """Every module in ``modules`` and below, once each (``Module.modules()`` without its
+    per-module name strings: this runs at every checkpointed call)."""
+    out, seen, stack = [], set(), list(reversed(modules))
+    while stack:
+        m = stack.pop()
+        if id(m) not in seen:
+            seen.add(id(m))
+            out.append(m)
+            stack.extend(reversed([c for c in m._modules.values() if c is not None]))
+    return out
+
+
 class _Recompute:
     """Runs ``function`` plainly the first time, BN-safely every later (recompute) time;
     with ``selective``, in-place activations run out of place both times."""
@@ -160,15 +178,12 @@ class _Recompute:
     def __init__(self, function, module, selective=False):
         self.function = function
         self.calls = 0
-        subs = [sub for m in _modules(module) for sub in m.modules()]
+        subs = _submodules(_modules(module))
         self.inplace = [m for m in subs if getattr(m, 'inplace', None) is True] \
             if selective else []
         self.modes = [(m, m.training) for m in subs]
-        # (BN, a spare num_batches_tracked for the recompute to count into), made now: before
-        # the region runs, outside any checkpoint context
-        self.norms = [(m, None if m.num_batches_tracked is None
-                       else m.num_batches_tracked.detach().clone())
-                      for m in subs if isinstance(m, _BatchNorm)
+        # the BNs that update running statistics in the forward pass
+        self.norms = [m for m in subs if isinstance(m, _BatchNorm)
                       and m.training and m.track_running_stats]
 
     def __call__(self, *args):
