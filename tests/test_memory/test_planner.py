@@ -67,6 +67,21 @@ def test_probe_predicts_the_measured_peak(probed):
     model.set_checkpoint_plan({'*': None})
 
 
+def test_full_derived_from_the_plain_step(probed):
+    """'full' is derived from the plain step, not run: its kept bytes are those of a recorded
+    'full' step, its transients bound the recorded ones from above and closely."""
+    _, run, batch, table = probed
+    recorded = probe(run, batch, modes=(None, 'full'), derive_full=False)
+    for derived, real in zip(table.units, recorded.units):
+        assert derived.kept['full'] == real.kept['full'], derived.name
+        assert derived.kept['full'] < 0.5 * derived.kept[None]
+        # the forward transient is bounded by the plain one (plus the spare BN counters)
+        assert real.fwd_peak['full'] <= derived.fwd_peak['full'] <= \
+            derived.fwd_peak[None] + 64, derived.name
+        assert real.bwd_peak['full'] <= derived.bwd_peak['full'] <= \
+            real.bwd_peak['full'] + 0.01 * real.bwd_peak['full'], derived.name
+
+
 def test_plan_memory_fits_validates_and_restores_the_weights(probed):
     _, _, _, table = probed
     low = predict_peak(table, uniform_plan(table, 'full'))
