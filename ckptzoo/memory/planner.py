@@ -288,7 +288,9 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=False):
         result.run = trial
         if options is not None and logger is not None:
             logger.warning(f'memory plan: no checkpoint plan fits {format_bytes(budget)} as '
-                           f'configured; training with {options}')
+                           f'configured; training with {options} (the lr as configured; '
+                           'max_iters of an IterBasedRunner counts iterations of the smaller '
+                           'batch)')
         return result
     _, _, minimum, options = min(tried, key=lambda t: t[:2])
     notes = [] if cuda else ['fp16 is not available on a CPU (float16 autocast there is far '
@@ -313,7 +315,9 @@ def plan_table(result):
         step = 'n/a'
     lines.append(f'budget {format_bytes(result.budget_bytes)}, predicted peak '
                  f'{format_bytes(result.predicted_peak_bytes)}, measured peak '
-                 f'{format_bytes(result.measured_peak_bytes)}, predicted step {step}')
+                 f'{format_bytes(result.measured_peak_bytes)}, predicted step {step}; '
+                 f'fp16={result.fp16}, cumulative_iters={result.cumulative_iters}, '
+                 f'samples_per_gpu={result.samples_per_gpu}')
     return '\n'.join(lines)
 
 

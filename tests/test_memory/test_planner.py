@@ -206,55 +206,36 @@ def _tiny64(tmp_path, samples_per_gpu=4, **overrides):
     return cfg, build_training(cfg, logger=logging.getLogger('test_planner'))
 
 
-def _minimum(tmp_path, samples_per_gpu):
+def test_outer_options_divide_the_batch_under_accumulation():
+    from ckptzoo.memory.planner import apply_options, outer_options
+    cfg = Config(dict(TINY, optimizer_config=dict(grad_clip=None, cumulative_iters=3)))
+    assert outer_options(cfg, cuda=False) == [
+        dict(fp16=False, cumulative_iters=6, samples_per_gpu=2),
+        dict(fp16=False, cumulative_iters=12, samples_per_gpu=1)]
+    assert outer_options(cfg, cuda=True)[:3] == [
+        dict(fp16=True, cumulative_iters=3, samples_per_gpu=4),
+        dict(fp16=True, cumulative_iters=6, samples_per_gpu=2),
+        dict(fp16=False, cumulative_iters=6, samples_per_gpu=2)]
+    apply_options(cfg, dict(fp16=False, cumulative_iters=6, samples_per_gpu=2))
+    assert cfg.optimizer_config == dict(grad_clip=None, cumulative_iters=6)
+    assert cfg.data.samples_per_gpu == 2 and cfg.optimizer.lr == TINY['optimizer']['lr']
+
+
+def test_infeasible_budget_names_the_minimum_and_its_options(tmp_path):
+    """samples_per_gpu=2: the outer search tries samples_per_gpu=1 with 2-iteration
+    accumulation; below its smallest peak nothing fits, and the error says what reaches it."""
     from ckptzoo.memory import minimum_peak
     from ckptzoo.memory.planner import probe_modes
-    cfg, run = _tiny64(tmp_path, samples_per_gpu, optimizer_config=dict(
-        grad_clip=None, cumulative_iters=4 // samples_per_gpu))  # as the planner sets it
+    cfg, run = _tiny64(tmp_path / 'one', 1, optimizer_config=dict(grad_clip=None,
+                                                                  cumulative_iters=2))
     table = probe(run, probe_batch(run, worst_case_shape(cfg)), modes=probe_modes(run))
-    return minimum_peak(table, segments=False).peak
-
-
-@pytest.fixture(scope='module')
-def accumulation_budget(tmp_path_factory):
-    """A budget below every checkpoint plan at samples_per_gpu=4, above the most frugal one at
-    samples_per_gpu=2; and the smallest peak at samples_per_gpu=1."""
-    mins = {k: _minimum(tmp_path_factory.mktemp(f'min{k}'), k) for k in (4, 2, 1)}
-    assert mins[1] < mins[2] < mins[4]
-    return (mins[2] + mins[4]) // 2, mins[1]
-
-
-def test_outer_search_halves_the_batch_under_accumulation(tmp_path, accumulation_budget):
-    from ckptzoo.memory.planner import outer_options
-    from ckptzoo.runner.hooks.optimizer import GradientCumulativeOptimizerHook
-    budget, _ = accumulation_budget
-    cfg, run = _tiny64(tmp_path)
-    assert outer_options(cfg, cuda=False) == [
-        dict(fp16=False, cumulative_iters=2, samples_per_gpu=2),
-        dict(fp16=False, cumulative_iters=4, samples_per_gpu=1)]
-    assert outer_options(cfg, cuda=True)[:2] == [
-        dict(fp16=True, cumulative_iters=1, samples_per_gpu=4),
-        dict(fp16=True, cumulative_iters=2, samples_per_gpu=2)]
-    result = plan_memory(run, cfg, budget)
-    assert (result.fp16, result.cumulative_iters, result.samples_per_gpu) == (False, 2, 2)
-    assert result.measured_peak_bytes <= budget
-    trained = result.run
-    assert trained is not run and trained.data_loaders[0].batch_size == 2
-    hook = next(h for h in trained.runner.hooks
-                if isinstance(h, GradientCumulativeOptimizerHook))
-    assert hook.cumulative_iters == 2
-    assert trained.runner.optimizer.param_groups[0]['lr'] == TINY['optimizer']['lr']
-    assert dict(trained.runner.model.checkpoint_plan()) == result.plan
-
-
-def test_infeasible_budget_names_the_minimum_and_its_options(tmp_path, accumulation_budget):
-    _, smallest = accumulation_budget
-    cfg, run = _tiny64(tmp_path)
+    smallest = minimum_peak(table, segments=False).peak
+    cfg, run = _tiny64(tmp_path / 'two', 2)
     with pytest.raises(InfeasibleBudget) as info:
         plan_memory(run, cfg, smallest - 1)
     assert info.value.minimum.peak == smallest
-    assert info.value.options == dict(fp16=False, cumulative_iters=4, samples_per_gpu=1)
+    assert info.value.options == dict(fp16=False, cumulative_iters=2, samples_per_gpu=1)
     message = str(info.value)
     assert f'smallest predicted peak is {smallest} B' in message
-    assert 'cumulative_iters=4, samples_per_gpu=1' in message
+    assert 'with fp16=False, cumulative_iters=2, samples_per_gpu=1' in message
     assert 'fp16 is not available on a CPU' in message
