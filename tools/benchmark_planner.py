@@ -76,13 +76,18 @@ def _build(cfg):
     return build_training(cfg, logger=logging.getLogger('ckptzoo.bench_plan'))
 
 
+def _key(modes):
+    return tuple(sorted(modes.items(), key=str))
+
+
 def bench(name, args, out):
     import torch
     from ckptzoo.memory import (kept_bytes, minimum_peak, plan_modes, predict_peak,
                                 predict_time, solve, uniform_plan)
     from ckptzoo.memory.planner import baseline_plans, probe_modes, reference_candidates
     from ckptzoo.memory.probe import probe, probe_batch, train_step, worst_case_shape
-    from ckptzoo.memory.timing import interleaved_step_times, measured_peaks, median_times
+    from ckptzoo.memory.timing import (interleaved_step_times, measured_peaks, median_ratio,
+                                       paired_step_times)
     from ckptzoo.runner.hooks.optimizer import OptimizerHook
     cfg = _cfg(name)
     run = _build(cfg)
@@ -101,32 +106,49 @@ def bench(name, args, out):
     solve(table, (low + high) // 2, segments=False)
     t_solve = time.perf_counter() - t0
     sols = [solve(table, budget, segments=False) for budget in budgets]
-    # the planner's distinct plans, and the per-stage combinations that can be the fastest
-    # fitting one at some budget; peaks measured for all, times interleaved in one process
+    # the planner's distinct plans, and per budget the per-stage combinations that can be
+    # the fastest fitting one; peaks measured for all, each planner plan timed right next to
+    # each of its budget's candidates (ABAB...), as the median of the per-round ratios
     planned = {}
     for sol in sols:
-        planned.setdefault(tuple(sorted(plan_modes(table, sol.plan).items(), key=str)),
-                           f'plan {len(planned)}')
+        planned.setdefault(_key(plan_modes(table, sol.plan)), f'plan {len(planned)}')
     plans = {key: dict(modes) for modes, key in planned.items()}
     stages = {k: v for k, v in baseline_plans(table).items() if k.startswith('stages')}
-    candidates = reference_candidates(table, stages, budgets, args.per_budget)
+    per_budget = [reference_candidates(table, stages, [b], args.per_budget) for b in budgets]
+    candidates = sorted({k for ks in per_budget for k in ks})
     plans.update({key: plan_modes(table, stages[key]) for key in candidates})
     peaks = measured_peaks(run, batch, plans)
-    times = {}
-    if args.rounds:
-        times = median_times(interleaved_step_times(run, batch, plans, args.rounds))
-    print(f'{name}: {len(planned)} planner plans, per-stage candidates {candidates}',
-          file=sys.stderr, flush=True)
+    pairs = {}
+    for sol, keys in zip(sols, per_budget):
+        mine = planned[_key(plan_modes(table, sol.plan))]
+        for ref in keys:
+            if _key(plans[ref]) != _key(plans[mine]):
+                pairs.setdefault((mine, ref), (plans[mine], plans[ref]))
+    timed = {}
+    if args.rounds and pairs:
+        timed = dict(zip(pairs, paired_step_times(run, batch, list(pairs.values()),
+                                                  args.rounds)))
+    print(f'{name}: {len(planned)} planner plans, per-stage candidates {candidates}, '
+          f'{len(pairs)} pairs', file=sys.stderr, flush=True)
     rows = []
-    for budget, sol in zip(budgets, sols):
+    for budget, sol, keys in zip(budgets, sols, per_budget):
         modes = plan_modes(table, sol.plan)
-        key = planned[tuple(sorted(modes.items(), key=str))]
+        mine = planned[_key(modes)]
         counts = {m: sum(1 for v in modes.values() if v == m) for m in set(modes.values())}
         fit_pred = [(predict_time(table, stages[k]), k) for k in stages
                     if predict_peak(table, stages[k]) <= budget]
-        fit_meas = [(times[k], k) for k in candidates if peaks[k] <= budget and k in times]
-        rows.append((budget, sol, peaks[key], times.get(key), counts,
-                     min(fit_pred) if fit_pred else None, min(fit_meas) if fit_meas else None))
+        refs = []  # (planner / reference, reference, planner seconds, reference seconds)
+        for ref in keys:
+            if peaks[ref] > budget:
+                continue
+            if _key(plans[ref]) == _key(plans[mine]):
+                refs.append((1.0, ref, None, None))
+            elif (mine, ref) in timed:
+                t = timed[(mine, ref)]
+                refs.append((median_ratio(t), ref, statistics.median(a for a, _ in t),
+                             statistics.median(b for _, b in t)))
+        rows.append((budget, sol, peaks[mine], counts,
+                     min(fit_pred) if fit_pred else None, max(refs) if refs else None))
     kept_plain = sum(u.kept[None] for u in table.units)
     frugal = minimum_peak(table, segments=False)
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
@@ -135,24 +157,28 @@ def bench(name, args, out):
             f'{t_probe:.1f} s ({t_probe / step:.1f} steps), solve {t_solve * 1e3:.0f} ms; '
             f'bytes kept by the units: plain {kept_plain / MIB:.1f} MiB, most frugal per-unit '
             f'plan {kept_bytes(table, frugal.plan) / MIB:.1f} MiB '
-            f'({kept_bytes(table, frugal.plan) / kept_plain:.2f}×); timed: {len(planned)} '
-            f'planner plans and the per-stage flags {", ".join(k[7:] for k in candidates)}, '
-            f'interleaved, median of {args.rounds} rounds', '',
+            f'({kept_bytes(table, frugal.plan) / kept_plain:.2f}×); {len(pairs)} pairs (planner '
+            f'plan, per-stage flags {", ".join(k[7:] for k in candidates)}) timed step by '
+            f'step, {args.rounds} rounds', '',
             '| budget (MiB) | predicted (MiB) | measured (MiB) | fits | pred − meas | '
-            'plan (units per mode) | ms / step predicted | ms / step measured | best '
-            'per-stage flags fitting, predicted: ms | best per-stage flags fitting, '
-            'measured: ms | planner / per-stage (measured) |',
+            'plan (units per mode) | ms / step predicted | ms / step measured (median) | '
+            'best per-stage flags fitting, predicted: ms | best per-stage flags fitting, '
+            'measured (median): ms | planner / per-stage (median of paired ratios) |',
             '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     last = None
-    for budget, sol, meas, sec, counts, ref_pred, ref_meas in rows:
+    for budget, sol, meas, counts, ref_pred, ref in rows:
         mono = '' if last is None or meas <= last else ' (rose)'
         last = meas
         plan = ', '.join(f'{v} {k}' for k, v in sorted(counts.items(), key=str))
         pred_cell = f'{ref_pred[1][7:]}: {ref_pred[0] * 1e3:.0f}' if ref_pred else 'none fits'
-        meas_cell = f'{ref_meas[1][7:]}: {ref_meas[0] * 1e3:.0f}' if ref_meas else \
-            ('none fits' if not ref_pred else '')
-        ratio = f'{sec / ref_meas[0]:.2f}' if ref_meas and sec else ''
-        sec_cell = f'{sec * 1e3:.0f}' if sec else ''
+        if ref is None:
+            sec_cell, meas_cell, ratio = '', 'none fits' if not ref_pred else '', ''
+        elif ref[2] is None:
+            sec_cell, meas_cell, ratio = 'same plan', f'{ref[1][7:]}: same plan', '1.00'
+        else:
+            sec_cell = f'{ref[2] * 1e3:.0f}'
+            meas_cell = f'{ref[1][7:]}: {ref[3] * 1e3:.0f}'
+            ratio = f'{ref[0]:.2f}'
         out.append(f'| {budget / MIB:.1f} | {sol.peak / MIB:.1f} | {meas / MIB:.1f}{mono} | '
                    f'{"yes" if meas <= budget else "NO"} | {(sol.peak - meas) / meas:+.2%} | '
                    f'{plan} | {sol.time * 1e3:.0f} | {sec_cell} | {pred_cell} | {meas_cell} | '

@@ -14,7 +14,8 @@ import torch
 
 from .probe import measure_step, train_step
 
-__all__ = ['interleaved_step_times', 'measured_peaks', 'median_times']
+__all__ = ['interleaved_step_times', 'paired_step_times', 'measured_peaks', 'median_times',
+           'median_ratio']
 
 
 def _sync(run):
@@ -61,6 +62,34 @@ def interleaved_step_times(run, batch, plans, rounds=3):
                 _sync(run)
                 times[key].append(time.perf_counter() - t0)
     return times
+
+
+def paired_step_times(run, batch, pairs, rounds=3):
+    """``[[(seconds of a, seconds of b) per round] per pair]`` for ``pairs = [(plan a, plan
+    b)]``: each round times every pair's two plans one right after the other (A B, then B A in
+    the next round, so that a drifting load favours neither), so their ratio sees the same
+    load even when a round takes minutes. Compare the median of the per-round ratios."""
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
+    out = [[] for _ in pairs]
+    with _each_from_the_same_start(run) as reset:
+        for r in range(rounds):
+            for k, (a, b) in enumerate(pairs):
+                seconds = {}
+                for which in (('a', 'b') if r % 2 == 0 else ('b', 'a')):
+                    reset(a if which == 'a' else b)
+                    _sync(run)
+                    t0 = time.perf_counter()
+                    train_step(run, batch)
+                    _sync(run)
+                    seconds[which] = time.perf_counter() - t0
+                out[k].append((seconds['a'], seconds['b']))
+    return out
+
+
+def median_ratio(times):
+    """The median over rounds of ``a / b`` in one pair of :func:`paired_step_times`."""
+    return statistics.median(a / b for a, b in times)
 
 
 def median_times(times):
