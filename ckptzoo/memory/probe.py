@@ -1,13 +1,14 @@
-"""The probe: one real training step per mode, at the worst-case input shape, recorded per unit.
+"""The probe: recorded training steps at the worst-case input shape, per checkpoint unit.
 
 Every call of a checkpoint unit is instrumented while the probe runs: the live bytes and the
 time when its forward starts and ends, and (a hook on its output's gradient) when its backward
 starts. On CPU memory is exact: :class:`~ckptzoo.utils.memory.LiveTensorTracker` tags every
 storage with the unit whose forward made it, and what a unit keeps is the bytes of its storages
 still alive when the forward ends, which counts selective checkpointing's cache (held outside
-saved-tensor hooks) like any other memory. On CUDA the same points read
-``torch.cuda.memory_allocated`` / ``max_memory_allocated``, and a unit keeps the growth of
-allocated memory over its forward.
+saved-tensor hooks) like any other memory; the same attribution lets ``'full'`` be derived from
+the plain step instead of run. On CUDA the same points read ``torch.cuda.memory_allocated`` /
+``max_memory_allocated``, a unit keeps the growth of allocated memory over its forward, and
+every mode is recorded.
 """
 import contextlib
 import time
