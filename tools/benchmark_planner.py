@@ -94,11 +94,13 @@ def bench(name, args, out):
     next(h for h in run.runner.hooks if isinstance(h, OptimizerHook)).before_run(run.runner)
     batch = probe_batch(run, worst_case_shape(cfg))
     train_step(run, batch)  # warm-up: optimizer state exists as in every later step
-    step = statistics.median(interleaved_step_times(run, batch, {'plain': {'*': None}},
-                                                    rounds=3)['plain'])
+    plain = {'plain': {'*': None}}
+    steps = interleaved_step_times(run, batch, plain, rounds=2)['plain']
     t0 = time.perf_counter()
     table = probe(run, batch, modes=probe_modes(run))
     t_probe = time.perf_counter() - t0
+    # plain steps right before and after the probe: a load that drifts moves both
+    step = statistics.median(steps + interleaved_step_times(run, batch, plain, 2)['plain'])
     full = uniform_plan(table, 'full')
     low, high = predict_peak(table, full), predict_peak(table, uniform_plan(table, None))
     budgets = [high - (high - low) * k // (args.budgets - 1) for k in range(args.budgets)]
@@ -153,7 +155,7 @@ def bench(name, args, out):
     frugal = minimum_peak(table, segments=False)
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
     out += [f'### {name}', '',
-            f'device: {device}; plain step (median of 3) {step * 1e3:.0f} ms; probe '
+            f'device: {device}; plain step (median of 2 before and 2 after the probe) {step * 1e3:.0f} ms; probe '
             f'{t_probe:.1f} s ({t_probe / step:.1f} steps), solve {t_solve * 1e3:.0f} ms; '
             f'bytes kept by the units: plain {kept_plain / MIB:.1f} MiB, most frugal per-unit '
             f'plan {kept_bytes(table, frugal.plan) / MIB:.1f} MiB '
