@@ -1,15 +1,18 @@
 """The memory planner against budgets, measured: one table per model.
 
-    python tools/benchmark_planner.py [--models resnet50 retinanet] [--budgets 10] [--iters 2]
+    python tools/benchmark_planner.py [--models resnet50 retinanet] [--budgets 10]
+                                      [--rounds 3] [--per-budget 2]
 
 For each model (ResNet-50 classifier, batch 8, 224 px, generated images; RetinaNet R50-FPN
 ``configs/voc/retinanet_r50_fpn_1x_voc0712.py``, batch 2, generated VOC data resized to
 320x320): one probe, then ``--budgets`` budgets evenly spaced between the predicted peak with
-every unit ``'full'`` and the plain peak. At each budget the solver's plan is applied and
-measured: the exact peak of live tensor storage of one step (``LiveTensorTracker``; CUDA:
-``max_memory_allocated``) and the median time of ``--iters`` steps. Every combination of
-per-stage ``with_cp`` flags is measured in the same run; the fastest that fits each budget is
-the reference (``--iters 0``: times and per-stage peaks predicted, not measured). The
+every unit ``'full'`` and the plain peak. At each budget the solver's plan is applied and its
+peak measured: the exact peak of live tensor storage of one step (``LiveTensorTracker``; CUDA:
+``max_memory_allocated``). The reference is the fastest combination of per-stage ``with_cp``
+flags that fits: all 16 are searched on the probe's predictions, the ``--per-budget``
+fastest-predicted that fit each budget are measured (peak, and time). The times of the
+planner's plans and of these candidates are taken step by step in turn (ABCABC...) in this
+one process, ``--rounds`` times, and compared as medians (``ckptzoo.memory.timing``). The
 training run is built by ``ckptzoo.apis.build_training``.
 """
 import argparse
@@ -73,104 +76,135 @@ def _build(cfg):
     return build_training(cfg, logger=logging.getLogger('ckptzoo.bench_plan'))
 
 
-def _measure(run, batch, model, table, plan, iters):
-    from ckptzoo.memory.planner import apply_plan
-    from ckptzoo.memory.probe import measure_step, train_step
-    apply_plan(model, table, plan)  # unit modes and segments
-    peak, _ = measure_step(run, batch)
-    if not iters:
-        return peak, None
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        train_step(run, batch)
-        times.append(time.perf_counter() - t0)
-    return peak, statistics.median(times)
+def _plan(table, plan):
+    """A plan (groups over ``table``) as the model takes it: (unit modes, segments)."""
+    from ckptzoo.memory import plan_modes, plan_segments
+    return plan_modes(table, plan), plan_segments(table, plan)
+
+
+def _key(plan):
+    modes, segments = plan
+    return tuple(sorted(modes.items(), key=str)), tuple(map(tuple, segments))
 
 
 def bench(name, args, out):
     import torch
     from ckptzoo.memory import (kept_bytes, most_frugal, plan_modes, plan_segments,
                                 predict_peak, predict_time, solve, uniform_plan)
-    from ckptzoo.memory.planner import baseline_plans, probe_modes
+    from ckptzoo.memory.planner import baseline_plans, probe_modes, reference_candidates
     from ckptzoo.memory.probe import probe, probe_batch, train_step, worst_case_shape
+    from ckptzoo.memory.timing import (interleaved_step_times, measured_peaks, median_ratio,
+                                       paired_step_times)
     from ckptzoo.runner.hooks.optimizer import OptimizerHook
     cfg = _cfg(name)
     run = _build(cfg)
-    model = getattr(run.runner.model, 'module', run.runner.model)
     next(h for h in run.runner.hooks if isinstance(h, OptimizerHook)).before_run(run.runner)
     batch = probe_batch(run, worst_case_shape(cfg))
     train_step(run, batch)  # warm-up: optimizer state exists as in every later step
-    plain_times = []
-    for _ in range(2):
-        t0 = time.perf_counter()
-        train_step(run, batch)
-        plain_times.append(time.perf_counter() - t0)
-    step = statistics.median(plain_times)
+    plain = {'plain': {'*': None}}
+    steps = interleaved_step_times(run, batch, plain, rounds=2)['plain']
     t0 = time.perf_counter()
     table = probe(run, batch, modes=probe_modes(run))
     t_probe = time.perf_counter() - t0
+    # plain steps right before and after the probe: a load that drifts moves both
+    step = statistics.median(steps + interleaved_step_times(run, batch, plain, 2)['plain'])
     full = uniform_plan(table, 'full')
     low, high = predict_peak(table, full), predict_peak(table, uniform_plan(table, None))
+    budgets = [high - (high - low) * k // (args.budgets - 1) for k in range(args.budgets)]
     t0 = time.perf_counter()
     solve(table, (low + high) // 2)
     t_solve = time.perf_counter() - t0
+    sols = [solve(table, budget) for budget in budgets]
+    # the planner's distinct plans, and per budget the per-stage combinations that can be
+    # the fastest fitting one; peaks measured for all, each planner plan timed right next to
+    # each of its budget's candidates (ABAB...), as the median of the per-round ratios
+    planned = {}
+    for sol in sols:
+        planned.setdefault(_key(_plan(table, sol.plan)), f'plan {len(planned)}')
+    plans = {key: _plan(table, sol.plan) for sol in sols
+             for key in [planned[_key(_plan(table, sol.plan))]]}
     stages = {k: v for k, v in baseline_plans(table).items() if k.startswith('stages')}
-    refs = {}  # per-stage flags: measured (peak, time), or predicted with --iters 0
-    for key, plan in stages.items():
-        if args.iters:
-            refs[key] = _measure(run, batch, model, table, plan, args.iters)
-        else:
-            refs[key] = (predict_peak(table, plan), predict_time(table, plan))
-        print(f'{name} {key}: {refs[key][0] / MIB:.1f} MiB {refs[key][1] * 1e3:.0f} ms',
-              file=sys.stderr, flush=True)
+    per_budget = [reference_candidates(table, stages, [b], args.per_budget) for b in budgets]
+    candidates = sorted({k for ks in per_budget for k in ks})
+    plans.update({key: _plan(table, stages[key]) for key in candidates})
+    frugal = most_frugal(table)
+    chen = baseline_plans(table).get('Chen sqrt(n)')
+    plans.update({'most frugal': _plan(table, frugal.plan)})
+    if chen:
+        plans['Chen sqrt(n)'] = _plan(table, chen)
+    peaks = measured_peaks(run, batch, plans)
+    pairs = {}
+    for sol, keys in zip(sols, per_budget):
+        mine = planned[_key(_plan(table, sol.plan))]
+        for ref in keys:
+            if _key(plans[ref]) != _key(plans[mine]):
+                pairs.setdefault((mine, ref), (plans[mine], plans[ref]))
+    timed = {}
+    if args.rounds and pairs:
+        timed = dict(zip(pairs, paired_step_times(run, batch, list(pairs.values()),
+                                                  args.rounds)))
+    print(f'{name}: {len(planned)} planner plans, per-stage candidates {candidates}, '
+          f'{len(pairs)} pairs', file=sys.stderr, flush=True)
     rows = []
-    for k in range(args.budgets):
-        budget = high - (high - low) * k // (args.budgets - 1)
-        sol = solve(table, budget)
-        peak, sec = _measure(run, batch, model, table, sol.plan, args.iters)
-        fits = [(t, key) for key, (p, t) in refs.items() if p <= budget]
-        ref = min(fits) if fits else None
+    for budget, sol, keys in zip(budgets, sols, per_budget):
         modes = plan_modes(table, sol.plan)
+        mine = planned[_key(_plan(table, sol.plan))]
         counts = {m: sum(1 for v in modes.values() if v == m) for m in set(modes.values())}
         counts = dict(counts, **{'segments': len(plan_segments(table, sol.plan))})
-        rows.append((budget, sol.peak, peak, sol.time, sec if args.iters else sol.time, ref,
-                     counts))
-        print(f'{name} budget {budget / MIB:.1f}: pred {sol.peak / MIB:.1f} meas '
-              f'{peak / MIB:.1f} MiB', file=sys.stderr, flush=True)
+        fit_pred = [(predict_time(table, stages[k]), k) for k in stages
+                    if predict_peak(table, stages[k]) <= budget]
+        refs = []  # (planner / reference, reference, planner seconds, reference seconds)
+        for ref in keys:
+            if peaks[ref] > budget:
+                continue
+            if _key(plans[ref]) == _key(plans[mine]):
+                refs.append((1.0, ref, None, None))
+            elif (mine, ref) in timed:
+                t = timed[(mine, ref)]
+                refs.append((median_ratio(t), ref, statistics.median(a for a, _ in t),
+                             statistics.median(b for _, b in t)))
+        rows.append((budget, sol, peaks[mine], counts,
+                     min(fit_pred) if fit_pred else None, max(refs) if refs else None))
     kept_plain = sum(u.kept[None] for u in table.units)
-    frugal = most_frugal(table)
-    frugal_meas = _measure(run, batch, model, table, frugal.plan, 0)[0]
-    chen = baseline_plans(table).get('Chen sqrt(n)')
-    chen_meas = _measure(run, batch, model, table, chen, 0)[0] if chen else None
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
-    what = 'measured' if args.iters else 'predicted'
     out += [f'### {name}', '',
-            f'device: {device}; plain step (median of 2) {step * 1e3:.0f} ms; probe '
+            f'device: {device}; plain step (median of 2 before and 2 after the probe) {step * 1e3:.0f} ms; probe '
             f'{t_probe:.1f} s ({t_probe / step:.1f} steps), solve {t_solve * 1e3:.0f} ms; '
             f'bytes kept by the units: plain {kept_plain / MIB:.1f} MiB, most frugal plan '
             f'(fewest bytes kept within 1% of the smallest predicted peak) '
             f'{kept_bytes(table, frugal.plan) / MIB:.1f} MiB '
             f'({kept_bytes(table, frugal.plan) / kept_plain:.2f}×, '
             f'{len(plan_segments(table, frugal.plan))} segments; peak predicted '
-            f'{frugal.peak / MIB:.1f}, measured {frugal_meas / MIB:.1f} MiB)' + (
+            f'{frugal.peak / MIB:.1f}, measured {peaks["most frugal"] / MIB:.1f} MiB)' + (
                 f'; Chen sqrt(n) ({len(plan_segments(table, chen))} segments): predicted '
-                f'{predict_peak(table, chen) / MIB:.1f} MiB, measured {chen_meas / MIB:.1f} MiB'
-                if chen else ''), '',
+                f'{predict_peak(table, chen) / MIB:.1f} MiB, measured '
+                f'{peaks["Chen sqrt(n)"] / MIB:.1f} MiB' if chen else '') + '; '
+            f'{len(pairs)} pairs (planner '
+            f'plan, per-stage flags {", ".join(k[7:] for k in candidates)}) timed step by '
+            f'step, {args.rounds} rounds', '',
             '| budget (MiB) | predicted (MiB) | measured (MiB) | fits | pred − meas | '
-            f'plan (units per mode) | ms / step ({what}) | best per-stage flags fitting '
-            f'({what}): ms | planner / per-stage |',
-            '| --- | --- | --- | --- | --- | --- | --- | --- | --- |']
+            'plan (units per mode) | ms / step predicted | ms / step measured (median) | '
+            'best per-stage flags fitting, predicted: ms | best per-stage flags fitting, '
+            'measured (median): ms | planner / per-stage (median of paired ratios) |',
+            '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     last = None
-    for budget, pred, meas, _, sec, ref, counts in rows:
+    for budget, sol, meas, counts, ref_pred, ref in rows:
         mono = '' if last is None or meas <= last else ' (rose)'
         last = meas
         plan = ', '.join(f'{v} {k}' for k, v in sorted(counts.items(), key=str))
-        ref_cell = f'{ref[1][7:]}: {ref[0] * 1e3:.0f}' if ref else 'none fits'
-        ratio = f'{sec / ref[0]:.2f}' if ref else ''
-        out.append(f'| {budget / MIB:.1f} | {pred / MIB:.1f} | {meas / MIB:.1f}{mono} | '
-                   f'{"yes" if meas <= budget else "NO"} | {(pred - meas) / meas:+.2%} | '
-                   f'{plan} | {sec * 1e3:.0f} | {ref_cell} | {ratio} |')
+        pred_cell = f'{ref_pred[1][7:]}: {ref_pred[0] * 1e3:.0f}' if ref_pred else 'none fits'
+        if ref is None:
+            sec_cell, meas_cell, ratio = '', 'none fits' if not ref_pred else '', ''
+        elif ref[2] is None:
+            sec_cell, meas_cell, ratio = 'same plan', f'{ref[1][7:]}: same plan', '1.00'
+        else:
+            sec_cell = f'{ref[2] * 1e3:.0f}'
+            meas_cell = f'{ref[1][7:]}: {ref[3] * 1e3:.0f}'
+            ratio = f'{ref[0]:.2f}'
+        out.append(f'| {budget / MIB:.1f} | {sol.peak / MIB:.1f} | {meas / MIB:.1f}{mono} | '
+                   f'{"yes" if meas <= budget else "NO"} | {(sol.peak - meas) / meas:+.2%} | '
+                   f'{plan} | {sol.time * 1e3:.0f} | {sec_cell} | {pred_cell} | {meas_cell} | '
+                   f'{ratio} |')
     out.append('')
 
 
@@ -179,8 +213,10 @@ def main(argv=None):
     parser.add_argument('--models', nargs='+', default=['resnet50', 'retinanet'],
                         choices=['resnet50', 'retinanet'])
     parser.add_argument('--budgets', type=int, default=10)
-    parser.add_argument('--iters', type=int, default=2,
-                        help='timed steps per plan; 0: compare predicted times only')
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='interleaved timed steps per plan (medians); 0: peaks only')
+    parser.add_argument('--per-budget', type=int, default=2,
+                        help='per-stage combinations timed per budget: the fastest predicted')
     args = parser.parse_args(argv)
     if args.budgets < 2:
         parser.error(f'--budgets must be >= 2, got {args.budgets}')

@@ -13,6 +13,7 @@ from mmengine.config import Config, DictAction  # noqa: E402
 import ckptzoo  # noqa: E402
 from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
                           prepare_synthetic_data, set_random_seed, train_model)
+from ckptzoo.memory import InfeasibleBudget  # noqa: E402
 from ckptzoo.runner import init_dist  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.utils.logger import get_root_logger  # noqa: E402
@@ -127,8 +128,13 @@ def main(argv=None):
     if hasattr(datasets[0], 'CLASSES'):
         meta['CLASSES'] = list(datasets[0].CLASSES)
         model.CLASSES = datasets[0].CLASSES
-    train_model(model, datasets, cfg, distributed=distributed, validate=not args.no_validate,
-                timestamp=timestamp, meta=meta, logger=logger)
+    try:
+        train_model(model, datasets, cfg, distributed=distributed,
+                    validate=not args.no_validate, timestamp=timestamp, meta=meta,
+                    logger=logger)
+    except InfeasibleBudget as exc:  # planned before the first step: nothing was trained
+        logger.error(f'memory plan: {exc}')
+        sys.exit(f'error: {exc}; training did not start')
     if distributed:
         torch.distributed.destroy_process_group()
 

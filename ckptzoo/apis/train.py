@@ -196,6 +196,7 @@ class TrainingRun:
     workflow: list
     optimizer_config: dict
     distributed: bool = False
+    validate: bool = False
 
     @property
     def model(self):
@@ -275,7 +276,8 @@ def build_training(cfg, model=None, datasets=None, distributed=False, validate=F
         eval_cfg['by_epoch'] = runner_cfg['type'] != 'IterBasedRunner'
         hook_cls = DistEvalHook if distributed else EvalHook
         runner.register_hook(hook_cls(val_loader, **eval_cfg), priority='LOW')
-    return TrainingRun(runner, data_loaders, cfg.workflow, optimizer_config, distributed)
+    return TrainingRun(runner, data_loaders, cfg.workflow, optimizer_config, distributed,
+                       validate)
 
 
 def train_model(model, dataset, cfg, distributed=False, validate=False, timestamp=None,
@@ -283,12 +285,14 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
     """Train ``model`` on ``dataset`` (a dataset or a list, one per workflow phase)."""
     run = build_training(cfg, model, dataset, distributed=distributed, validate=validate,
                          timestamp=timestamp, meta=meta, logger=logger)
-    runner = run.runner
     resume_from = cfg.get('resume_from')
     if resume_from is None and cfg.get('auto_resume'):
         resume_from = find_latest_checkpoint(cfg.work_dir)
     from ..memory.planner import plan_training
-    plan_training(run, cfg, logger=runner.logger, resume=bool(resume_from))
+    plan = plan_training(run, cfg, logger=run.runner.logger, resume=bool(resume_from))
+    if plan is not None:  # rebuilt when the plan needs fp16 / accumulation / a smaller batch
+        run = plan.run
+    runner = run.runner
     if resume_from:
         runner.resume(resume_from)
     elif cfg.get('load_from'):

@@ -19,10 +19,11 @@ from .budget import format_bytes, parse_budget
 from .cost_table import MODES, CostTable
 from .peak import plan_from_modes, plan_modes, plan_segments, predict_time, unit_kept
 from .probe import measure_step, probe, probe_batch, worst_case_shape
-from .solver import solve
+from .solver import InfeasibleBudget, solve
 
 __all__ = ['PlanResult', 'planning_requested', 'plan_memory', 'plan_training', 'plan_table',
-           'apply_plan', 'PLAN_FILE']
+           'apply_plan', 'outer_options', 'apply_options', 'run_with_options',
+           'reference_candidates', 'PLAN_FILE']
 
 #: the plan is saved under this name in the work dir, and a resume reuses it
 PLAN_FILE = 'memory_plan.json'
@@ -43,6 +44,7 @@ class PlanResult:
     margin: float = 0.0
     replans: int = 0
     table: object = field(default=None, repr=False)
+    run: object = field(default=None, repr=False)  # the training run to train
 
     def to_json(self):
         keys = ('budget_bytes', 'predicted_peak_bytes', 'measured_peak_bytes', 'plan',
@@ -54,7 +56,8 @@ class PlanResult:
 
     @classmethod
     def from_json(cls, d):
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d and k != 'table'})
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__
+                      if k in d and k not in ('table', 'run')})
 
 
 def planning_requested(cfg):
@@ -145,14 +148,84 @@ def apply_plan(model, table, plan):
     model.set_checkpoint_segments(plan_segments(table, plan))
 
 
-def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
-    """Probe, solve for ``budget`` bytes, validate with one measured step (re-planning with a
-    margin raised by the observed error, at most ``max_replans`` times). Applies the plan (unit
-    modes and segments) to the model and returns a :class:`PlanResult`; raises
-    :class:`~ckptzoo.memory.solver.InfeasibleBudget` when nothing fits.
+def outer_options(cfg, cuda):
+    """The settings the outer search tries, in order, when no checkpoint plan fits:
+    ``{'fp16', 'cumulative_iters', 'samples_per_gpu'}`` with ``samples_per_gpu`` divided by
+    2, 4, ... (while it divides) and ``cumulative_iters`` multiplied by as much (mmcv
+    semantics: the lr is unchanged, one optimizer update per ``cumulative_iters``
+    iterations); on CUDA each with ``fp16`` first (autocast halves the activations), on CPU
+    without (float16 autocast on a CPU is many times slower than float32)."""
+    base = dict(fp16=cfg.get('fp16') is not None, cumulative_iters=_accumulation(cfg),
+                samples_per_gpu=_samples_per_gpu(cfg))
+    out, k = [], 1
+    while k <= base['samples_per_gpu'] and base['samples_per_gpu'] % k == 0:
+        for fp16 in ([True, False] if cuda and not base['fp16'] else [base['fp16']]):
+            options = dict(fp16=fp16, cumulative_iters=base['cumulative_iters'] * k,
+                           samples_per_gpu=base['samples_per_gpu'] // k)
+            if options != base:
+                out.append(options)
+        k *= 2
+    return out
 
-    ``segments``: allow segments over the model's chains (``checkpoint_chains()``); False
-    keeps to one checkpoint per unit."""
+
+def _samples_per_gpu(cfg):
+    return int(cfg.data.get('train_dataloader', {}).get('samples_per_gpu',
+                                                         cfg.data.samples_per_gpu))
+
+
+def apply_options(cfg, options):
+    """Set ``fp16``, ``cumulative_iters`` and ``samples_per_gpu`` in ``cfg`` (in place)."""
+    if options['fp16'] and cfg.get('fp16') is None:
+        cfg.fp16 = dict(loss_scale='dynamic')
+    elif not options['fp16']:
+        cfg.fp16 = None
+    if options['cumulative_iters'] != _accumulation(cfg):
+        opt = cfg.get('optimizer_config')
+        if opt is not None and not isinstance(opt, dict):
+            raise TypeError(f'cumulative_iters={options["cumulative_iters"]} needs '
+                            f'optimizer_config as a dict, got {opt!r}')
+        cfg.optimizer_config = dict(opt or {}, cumulative_iters=options['cumulative_iters'])
+    cfg.data.samples_per_gpu = options['samples_per_gpu']
+    if 'samples_per_gpu' in cfg.data.get('train_dataloader', {}):
+        cfg.data.train_dataloader.samples_per_gpu = options['samples_per_gpu']
+    return cfg
+
+
+def _options_of(cfg):
+    return dict(fp16=cfg.get('fp16') is not None, cumulative_iters=_accumulation(cfg),
+                samples_per_gpu=_samples_per_gpu(cfg))
+
+
+def run_with_options(run, cfg, options):
+    """``(run, cfg)`` training ``run``'s model and data with ``options`` (a copy of ``cfg``;
+    the lr stays as it is, ``auto_scale_lr`` is not applied again)."""
+    if options == _options_of(cfg):
+        return run, cfg
+    from ..apis.train import build_training
+    cfg = apply_options(copy.deepcopy(cfg), options)
+    cfg.auto_scale_lr = None
+    runner = run.runner
+    module = getattr(runner.model, 'module', runner.model)
+    new = build_training(cfg, model=module, datasets=[dl.dataset for dl in run.data_loaders],
+                         distributed=run.distributed, validate=run.validate,
+                         timestamp=runner.timestamp, meta=runner.meta, logger=runner.logger)
+    return new, cfg
+
+
+def _solve(table, budget, segments):
+    """Plain autograd, 'full' and 'selective' first; 'offload' (CUDA) only when they do not
+    fit: it moves every saved tensor over the host link."""
+    cheap = tuple(m for m in MODES if m != 'offload')
+    if any('offload' in u.kept for u in table.units):
+        try:
+            return solve(table, budget, modes=cheap, segments=segments)
+        except InfeasibleBudget:
+            pass
+    return solve(table, budget, segments=segments)
+
+
+def _plan_checkpoints(run, cfg, budget, max_replans, logger, segments):
+    """Probe, solve, validate for one setting of the options: a :class:`PlanResult`."""
     from ..runner.hooks.optimizer import OptimizerHook
     hook = next(h for h in run.runner.hooks if isinstance(h, OptimizerHook))
     with _restored(run) as model:
@@ -162,7 +235,7 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
         table = CostTable.from_dict(table)
         margin, replans = 0.0, 0
         while True:
-            solution = solve(table, int(budget * (1 - margin)), segments=segments)
+            solution = _solve(table, int(budget * (1 - margin)), segments)
             apply_plan(model, table, solution.plan)
             measured, seconds = _from_rank0(measure_step(run, batch))
             if measured <= budget or replans >= max_replans:
@@ -177,9 +250,60 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
                                f'{margin:.1%}')
         plan = plan_modes(table, solution.plan)
     apply_plan(model, table, solution.plan)
+    options = _options_of(cfg)
     return PlanResult(budget, solution.peak, measured, plan, plan_segments(table, solution.plan),
-                      cfg.get('fp16') is not None, _accumulation(cfg),
-                      cfg.data.samples_per_gpu, solution.time, seconds, margin, replans, table)
+                      options['fp16'], options['cumulative_iters'], options['samples_per_gpu'],
+                      solution.time, seconds, margin, replans, table)
+
+
+def _fp16_flags(model):
+    return [(m, m.__dict__.get('fp16_enabled'), m.__dict__.get('fp16_dtype'))
+            for m in model.modules() if 'fp16_enabled' in m.__dict__]
+
+
+def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
+    """Probe, solve for ``budget`` bytes, validate with one measured step (re-planning with a
+    margin raised by the observed error, at most ``max_replans`` times). When no checkpoint
+    plan fits, the outer search (:func:`outer_options`) re-probes with fp16 (CUDA) and with
+    ``samples_per_gpu`` divided under gradient accumulation, and takes the first that fits.
+    Applies the plan to the model and returns a :class:`PlanResult` whose ``run`` is the
+    training run to train (``run`` itself, or one rebuilt with the options); raises
+    :class:`~ckptzoo.memory.solver.InfeasibleBudget` with the smallest budget that fits and
+    what reaches it when nothing does.
+
+    ``segments``: allow segments over the model's chains (``checkpoint_chains()``); False
+    keeps to one checkpoint per unit."""
+    from ..runner.utils import get_model_device
+    cuda = get_model_device(run.runner.model).type == 'cuda'
+    module = getattr(run.runner.model, 'module', run.runner.model)
+    flags = _fp16_flags(module)
+    tried = []
+    for options in [None] + outer_options(cfg, cuda):
+        trial, trial_cfg = (run, cfg) if options is None else run_with_options(run, cfg, options)
+        try:
+            result = _plan_checkpoints(trial, trial_cfg, budget, max_replans, logger, segments)
+        except InfeasibleBudget as exc:
+            tried.append((exc.minimum.peak, len(tried), exc.minimum, _options_of(trial_cfg)))
+            for m, enabled, dtype in flags:  # an fp16 trial switched them on
+                m.fp16_enabled = enabled
+                if dtype is not None or 'fp16_dtype' in m.__dict__:
+                    m.fp16_dtype = dtype
+            if logger is not None:
+                logger.info(f'memory plan: nothing fits with {_options_of(trial_cfg)} '
+                            f'(smallest predicted peak {format_bytes(exc.minimum.peak)})')
+            continue
+        result.run = trial
+        if options is not None and logger is not None:
+            logger.warning(f'memory plan: no checkpoint plan fits {format_bytes(budget)} as '
+                           f'configured; training with {options} (the lr as configured; '
+                           'max_iters of an IterBasedRunner counts iterations of the smaller '
+                           'batch)')
+        return result
+    _, _, minimum, options = min(tried, key=lambda t: t[:2])
+    notes = [] if cuda else ['fp16 is not available on a CPU (float16 autocast there is far '
+                             'slower than float32, and it is not searched)']
+    raise InfeasibleBudget(budget, minimum, options=options if len(tried) > 1 else None,
+                           notes=notes)
 
 
 def plan_table(result):
@@ -207,14 +331,19 @@ def plan_table(result):
     lines += [f'{name:<{width}} {mode:<10} {cells}'.rstrip() for name, mode, cells in rows]
     lines.append(f'budget {format_bytes(result.budget_bytes)}, predicted peak '
                  f'{format_bytes(result.predicted_peak_bytes)}, measured peak '
-                 f'{format_bytes(result.measured_peak_bytes)}, predicted step {step}')
+                 f'{format_bytes(result.measured_peak_bytes)}, predicted step {step}; '
+                 f'fp16={result.fp16}, cumulative_iters={result.cumulative_iters}, '
+                 f'samples_per_gpu={result.samples_per_gpu}')
     return '\n'.join(lines)
 
 
 def plan_training(run, cfg, logger=None, resume=False):
     """Plan a training run before it starts, when the config asks for it (see
     :func:`planning_requested`). Under DDP every rank runs the probe steps in step, and rank
-    0's measurements and plan are broadcast, so every rank trains the same plan; the plan is saved to ``work_dir/memory_plan.json`` and a resume reuses it."""
+    0's measurements and plan are broadcast, so every rank trains the same plan; the plan is
+    saved to ``work_dir/memory_plan.json`` and a resume reuses it. When the plan needs fp16,
+    gradient accumulation or a smaller ``samples_per_gpu``, they are set in ``cfg`` and
+    ``result.run`` is the training run rebuilt with them: train that one."""
     budget = planning_requested(cfg)
     if budget is None:
         return None
@@ -231,8 +360,15 @@ def plan_training(run, cfg, logger=None, resume=False):
         result = plan_memory(run, cfg, budget, logger=logger)
     if world > 1:
         shared = PlanResult.from_json(_from_rank0(result.to_json()))
-        result = result if rank == 0 else shared  # rank 0's keeps its cost table
-    module = getattr(run.runner.model, 'module', run.runner.model)
+        if rank != 0:  # rank 0's keeps its cost table
+            shared.run = result.run
+            result = shared
+    options = dict(fp16=result.fp16, cumulative_iters=result.cumulative_iters,
+                   samples_per_gpu=result.samples_per_gpu)
+    if result.run is None:  # reused from the file: rebuild with its options
+        result.run, _ = run_with_options(run, cfg, options)
+    apply_options(cfg, options)
+    module = getattr(result.run.runner.model, 'module', result.run.runner.model)
     module.set_checkpoint_plan(result.plan)
     module.set_checkpoint_segments(result.segments or [])
     if rank == 0:
@@ -283,3 +419,20 @@ def baseline_plans(table):
         plans['stages ' + ''.join('1' if f else '0' for f in flags)] = tuple(
             Group(i, i + 1, 'full' if i in on else None) for i in range(len(table.units)))
     return plans
+
+
+def reference_candidates(table, plans, budgets, per_budget=2):
+    """The keys of ``plans`` (``{key: plan}``) worth timing against the planner: at each
+    budget, the ``per_budget`` fastest by predicted time among those whose predicted peak fits.
+    Measuring these, not all of ``plans`` at every budget, finds the fastest that fits as
+    long as the predicted times rank the plans within ``per_budget``."""
+    from .peak import predict_peak
+    predicted = {key: (predict_time(table, plan), predict_peak(table, plan))
+                 for key, plan in plans.items()}
+    chosen = []
+    for budget in budgets:
+        fits = sorted((t, key) for key, (t, peak) in predicted.items() if peak <= budget)
+        for _, key in fits[:per_budget]:
+            if key not in chosen:
+                chosen.append(key)
+    return chosen

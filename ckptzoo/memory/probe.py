@@ -1,13 +1,14 @@
-"""The probe: one real training step per mode, at the worst-case input shape, recorded per unit.
+"""The probe: recorded training steps at the worst-case input shape, per checkpoint unit.
 
 Every call of a checkpoint unit is instrumented while the probe runs: the live bytes and the
 time when its forward starts and ends, and (a hook on its output's gradient) when its backward
 starts. On CPU memory is exact: :class:`~ckptzoo.utils.memory.LiveTensorTracker` tags every
 storage with the unit whose forward made it, and what a unit keeps is the bytes of its storages
 still alive when the forward ends, which counts selective checkpointing's cache (held outside
-saved-tensor hooks) like any other memory. On CUDA the same points read
-``torch.cuda.memory_allocated`` / ``max_memory_allocated``, and a unit keeps the growth of
-allocated memory over its forward.
+saved-tensor hooks) like any other memory; the same attribution lets ``'full'`` be derived from
+the plain step instead of run. On CUDA the same points read ``torch.cuda.memory_allocated`` /
+``max_memory_allocated``, a unit keeps the growth of allocated memory over its forward, and
+every mode is recorded.
 """
 import contextlib
 import time
@@ -151,6 +152,9 @@ class _Recorder:
         self.forward = True
         self.bwd_started = set()
         self.kept = {}
+        self.outputs = {}         # name -> storage keys of its output tensors
+        self.kept_outputs = {}    # name -> bytes of its own outputs alive when forward ends
+        self.spare = {}           # name -> bytes a checkpoint of it adds, None: it would not run
 
     def _live(self):
         if self.cuda:
@@ -174,6 +178,7 @@ class _Recorder:
             if name is None or not recorder.forward or not torch.is_grad_enabled():
                 return original(unit, function, *args, module=module)
             recorder.event('fstart', name)
+            recorder.spare[name] = _checkpoint_spare_bytes(unit, function, args, module)
             if recorder.tracker is not None:
                 recorder.tracker.tag = name
             try:
@@ -182,6 +187,7 @@ class _Recorder:
                 if recorder.tracker is not None:
                     recorder.tracker.tag = None
             recorder.event('fend', name)
+            recorder.outputs[name] = {t.untyped_storage()._cdata for t in _tensors(out)}
             for t in _tensors(out):
                 if t.requires_grad:
                     t.register_hook(recorder._bwd_hook(name))
@@ -200,6 +206,23 @@ class _Recorder:
         self.forward = False
         if self.tracker is not None:
             self.kept = self.tracker.live_bytes_by_tag()
+            self.kept_outputs = {name: self.tracker.live_bytes_of(keys, tag=name)
+                                 for name, keys in self.outputs.items()}
+
+
+def _checkpoint_spare_bytes(unit, function, args, module):
+    """What a ``'full'`` checkpoint of this call would keep besides the unit's inputs and
+    outputs: the spare ``num_batches_tracked`` per training BatchNorm that the BN-safe
+    recompute counts into; None when the checkpoint guard would run the call plainly."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    from ..models.checkpointing.functional import _modules, _owner, should_checkpoint
+    module = module if module is not None else _owner(function)
+    if not should_checkpoint(args, module, unit.use_reentrant):
+        return None
+    return sum(m.num_batches_tracked.nbytes for top in _modules(module) for m in top.modules()
+               if isinstance(m, _BatchNorm) and m.training and m.track_running_stats
+               and m.num_batches_tracked is not None)
 
 
 def _tensors(obj):
@@ -309,23 +332,47 @@ def _set_modes(model, mode, names):
     return accepted
 
 
-def probe(run, batch, modes=MODES, chains=None):
-    """The :class:`CostTable` of the run's model on ``batch``: one warm-up step (optimizer
-    state as in every later step), then one recorded step per mode. The plan in force is
-    restored afterwards. ``chains`` (``(start, stop)`` unit ranges where segments may be
-    formed) default to the model's own (``checkpoint_chains()``)."""
+def _derive_full(rec, plain, i, name):
+    """``(kept, fwd_peak, bwd_peak)`` of unit ``name`` in ``'full'`` mode from its plain
+    recorded step, without running it: a full checkpoint keeps its inputs (counted by their
+    producers) and its own outputs, plus :func:`_checkpoint_spare_bytes`; its backward first
+    recomputes the plain forward (at most the plain forward transient) and then runs the plain
+    backward over the recomputed tensors. The forward transient is bounded by the plain one
+    (the saved tensors are dropped as the forward goes): over-estimates only."""
+    kept, fwd, bwd = plain['kept'][i], plain['fwd_peak'][i], plain['bwd_peak'][i]
+    spare = rec.spare.get(name)
+    if spare is None:  # the guard runs it plainly: no checkpoint, plain costs
+        return kept, fwd, bwd
+    kept_full = rec.kept_outputs.get(name, 0) + spare
+    return kept_full, fwd + spare, max(kept + bwd, fwd) + spare - kept_full
+
+
+def probe(run, batch, modes=MODES, chains=None, derive_full=True):
+    """The :class:`CostTable` of the run's model on ``batch``, from one recorded step per mode.
+
+    The plain step is recorded first; on CPU, where the tracker attributes every storage to
+    the unit that made it, ``'full'`` is derived from it (:func:`_derive_full`) instead of run.
+    The plan-independent memory (bases, optimizer step) is taken from the last recorded step,
+    which runs with the optimizer state that the first one made; with a single recorded step,
+    one warm-up step comes first. ``derive_full=False`` records ``'full'`` too (to check the
+    derivation). Units are measured one by one (segments are lifted for the probe); the plan and
+    segments in force are restored afterwards. ``chains`` (where segments may be formed)
+    default to the model's own (``checkpoint_chains()``)."""
     model = _unwrap(run.runner.model)
     units = model.checkpoint_units()
     order = list(units)
     names = {id(u): n for n, u in units.items()}
+    derive = derive_full and 'full' in modes and not _cuda(run)
+    recorded = [None] + [m for m in modes if m is not None and not (derive and m == 'full')]
     saved = model.checkpoint_plan()
     saved_segments = model.checkpoint_segments()  # units are measured one by one
     model.set_checkpoint_segments([])
-    model.set_checkpoint_plan({'*': None})
-    train_step(run, batch)
-    records = {}
+    records, steady = {}, None
     try:
-        for mode in modes:
+        if len(recorded) == 1:  # the optimizer state must exist as in every later step
+            model.set_checkpoint_plan({'*': None})
+            train_step(run, batch)
+        for mode in recorded:
             model.set_checkpoint_plan({'*': None})
             accepted = set(_set_modes(model, mode, order)) if mode is not None else set(order)
             rec = _record_step(run, batch, names)
@@ -334,15 +381,16 @@ def probe(run, batch, modes=MODES, chains=None):
             if missing:
                 raise RuntimeError(f'checkpoint units {missing} did not run in the probe step: '
                                    'the unit list and the forward disagree')
-            records[mode] = (_analyse(rec, order), accepted)
+            records[mode] = (rec, _analyse(rec, order), accepted)
+            steady = records[mode][1]
     finally:
         model.set_checkpoint_plan(dict(saved))
         model.set_checkpoint_segments(saved_segments)
-    plain = records[None][0]
+    plain_rec, plain = records[None][:2]
     unit_costs = []
     for i, name in enumerate(order):
         cost = UnitCost(name, {}, {}, {}, fwd_time=plain['fwd_time'][i])
-        for mode, (r, accepted) in records.items():
+        for mode, (_, r, accepted) in records.items():
             if name not in accepted:
                 continue
             cost.kept[mode] = r['kept'][i]
@@ -355,15 +403,21 @@ def probe(run, batch, modes=MODES, chains=None):
                          r['bwd_time'][i] - plain['bwd_time'][i])
                 cost.recompute_time[mode] = min(max(1e-6, extra), plain['fwd_time'][i]) \
                     if mode == 'selective' else max(1e-6, extra)
+        if derive:
+            kept, fwd, bwd = _derive_full(plain_rec, plain, i, name)
+            cost.kept['full'], cost.fwd_peak['full'] = kept, max(0, fwd)
+            cost.bwd_peak['full'] = max(0, bwd)
         unit_costs.append(cost)
-    # the plan-independent memory: the largest any probe saw (errors can only over-estimate)
+    # the plan-independent memory: the steady step's (with optimizer state), and never less
+    # than any other step saw (errors can only over-estimate)
+    rs = [r for _, r, _ in records.values()]
     table = CostTable(
         unit_costs,
-        fwd_base=[max(r['fwd_base'][i] for r, _ in records.values()) for i in range(len(order))],
-        bwd_base=[max(r['bwd_base'][i] for r, _ in records.values()) for i in range(len(order))],
-        tail_peak=max(r['tail'] for r, _ in records.values()),
-        step_peak=max(r['step_peak'] for r, _ in records.values()),
-        step_time=plain['step_time'], bwd_order=plain['bwd_order'], chains=chains or [],
+        fwd_base=[max(r['fwd_base'][i] for r in rs) for i in range(len(order))],
+        bwd_base=[max(r['bwd_base'][i] for r in rs) for i in range(len(order))],
+        tail_peak=max(r['tail'] for r in rs),
+        step_peak=max(r['step_peak'] for r in rs),
+        step_time=plain['step_time'], bwd_order=steady['bwd_order'], chains=chains or [],
         fixed=_fixed_bytes(run, batch))
     if chains is None:
         table.chains, table.exits = model_chains(model, order)

@@ -25,16 +25,23 @@ _INF = float('inf')
 
 
 class InfeasibleBudget(ValueError):
-    """No plan fits: ``minimum`` is the :class:`Solution` with the smallest predicted peak."""
+    """No plan fits: ``minimum`` is the :class:`Solution` with the smallest predicted peak;
+    ``options`` the settings beyond the checkpoint plan that reach it (``fp16``,
+    ``cumulative_iters``, ``samples_per_gpu``), when the outer search tried them."""
 
-    def __init__(self, budget, minimum, message=None):
+    def __init__(self, budget, minimum, message=None, options=None, notes=()):
         from .budget import format_bytes
         self.budget = budget
         self.minimum = minimum
+        self.options = options
+        reached = _describe(minimum.plan)
+        if options:
+            reached += ' with ' + ', '.join(f'{k}={v}' for k, v in options.items())
         super().__init__(message or (
             f'no checkpoint plan fits memory_budget={budget} B ({format_bytes(budget)}): the '
             f'smallest predicted peak is {minimum.peak} B ({format_bytes(minimum.peak)}), '
-            f'reached by {_describe(minimum.plan)}'))
+            f'reached by {reached}; set memory_budget to at least that'
+            + ''.join(f'; {n}' for n in notes)))
 
 
 def _describe(plan):

@@ -102,6 +102,13 @@ class LiveTensorTracker(TorchDispatchMode):
                 out[tag] = out.get(tag, 0) + nbytes
             return out
 
+    def live_bytes_of(self, keys, tag=None):
+        """Live bytes of the storages ``keys`` (``untyped_storage()._cdata``) first seen under
+        ``tag``."""
+        with self._lock:
+            return sum(self._sizes[k] for k in keys
+                       if k in self._sizes and self._tags.get(k) == tag)
+
     def _add(self, tensor):
         if tensor.device.type == 'meta' or tensor.is_sparse:
             return

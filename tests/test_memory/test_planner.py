@@ -90,6 +90,21 @@ def test_segment_plans_predict_the_measured_peak(probed):
     assert model.checkpoint_segments() == []
 
 
+def test_full_derived_from_the_plain_step(probed):
+    """'full' is derived from the plain step, not run: its kept bytes are those of a recorded
+    'full' step, its transients bound the recorded ones from above and closely."""
+    _, run, batch, table = probed
+    recorded = probe(run, batch, modes=(None, 'full'), derive_full=False)
+    for derived, real in zip(table.units, recorded.units):
+        assert derived.kept['full'] == real.kept['full'], derived.name
+        assert derived.kept['full'] < 0.5 * derived.kept[None]
+        # the forward transient is bounded by the plain one (plus the spare BN counters)
+        assert real.fwd_peak['full'] <= derived.fwd_peak['full'] <= \
+            derived.fwd_peak[None] + 64, derived.name
+        assert real.bwd_peak['full'] <= derived.bwd_peak['full'] <= \
+            real.bwd_peak['full'] + 0.01 * real.bwd_peak['full'], derived.name
+
+
 def test_plan_memory_fits_validates_and_restores_the_weights(probed):
     _, _, _, table = probed
     low = predict_peak(table, uniform_plan(table, 'full'))
@@ -234,3 +249,47 @@ def test_ddp_every_rank_trains_rank0s_plan(tmp_path, probed):
     saved = json.loads((tmp_path / 'work' / 'memory_plan.json').read_text())
     assert saved['measured_peak_bytes'] <= budget
     assert (tmp_path / 'work' / 'iter_4.pth').exists()
+
+
+def _tiny64(tmp_path, samples_per_gpu=4, **overrides):
+    """TINY at 64 px, where the activations (not the optimizer step) set the peak."""
+    data = dict(TINY['data'], samples_per_gpu=samples_per_gpu,
+                train=dict(TINY['data']['train'], img_size=64))
+    set_random_seed(0)
+    cfg = Config(dict(TINY, data=data, work_dir=str(tmp_path), **overrides))
+    return cfg, build_training(cfg, logger=logging.getLogger('test_planner'))
+
+
+def test_outer_options_divide_the_batch_under_accumulation():
+    from ckptzoo.memory.planner import apply_options, outer_options
+    cfg = Config(dict(TINY, optimizer_config=dict(grad_clip=None, cumulative_iters=3)))
+    assert outer_options(cfg, cuda=False) == [
+        dict(fp16=False, cumulative_iters=6, samples_per_gpu=2),
+        dict(fp16=False, cumulative_iters=12, samples_per_gpu=1)]
+    assert outer_options(cfg, cuda=True)[:3] == [
+        dict(fp16=True, cumulative_iters=3, samples_per_gpu=4),
+        dict(fp16=True, cumulative_iters=6, samples_per_gpu=2),
+        dict(fp16=False, cumulative_iters=6, samples_per_gpu=2)]
+    apply_options(cfg, dict(fp16=False, cumulative_iters=6, samples_per_gpu=2))
+    assert cfg.optimizer_config == dict(grad_clip=None, cumulative_iters=6)
+    assert cfg.data.samples_per_gpu == 2 and cfg.optimizer.lr == TINY['optimizer']['lr']
+
+
+def test_infeasible_budget_names_the_minimum_and_its_options(tmp_path):
+    """samples_per_gpu=2: the outer search tries samples_per_gpu=1 with 2-iteration
+    accumulation; below its smallest peak nothing fits, and the error says what reaches it."""
+    from ckptzoo.memory import minimum_peak
+    from ckptzoo.memory.planner import probe_modes
+    cfg, run = _tiny64(tmp_path / 'one', 1, optimizer_config=dict(grad_clip=None,
+                                                                  cumulative_iters=2))
+    table = probe(run, probe_batch(run, worst_case_shape(cfg)), modes=probe_modes(run))
+    smallest = minimum_peak(table, segments=False).peak
+    cfg, run = _tiny64(tmp_path / 'two', 2)
+    with pytest.raises(InfeasibleBudget) as info:
+        plan_memory(run, cfg, smallest - 1)
+    assert info.value.minimum.peak == smallest
+    assert info.value.options == dict(fp16=False, cumulative_iters=2, samples_per_gpu=1)
+    message = str(info.value)
+    assert f'smallest predicted peak is {smallest} B' in message
+    assert 'with fp16=False, cumulative_iters=2, samples_per_gpu=1' in message
+    assert 'fp16 is not available on a CPU' in message

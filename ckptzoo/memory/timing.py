@@ -1,0 +1,112 @@
+"""Step times of several plans, measured so that they can be compared on a noisy machine.
+
+A plan is ``{unit name: mode}`` or ``({unit name: mode}, [[first, last], ...])`` with
+segments. One plan after the other, step by step (ABCABC...), in the same process, on the same batch;
+each round starts from the same weights and optimizer state, so that no plan trains on a
+model the others did not see. The medians over rounds are what to compare: a machine shared
+with other jobs slows all plans of a round alike, and a single slow step moves no median.
+"""
+import contextlib
+import copy
+import statistics
+import time
+
+import torch
+
+from .probe import measure_step, train_step
+
+__all__ = ['interleaved_step_times', 'paired_step_times', 'measured_peaks', 'median_times',
+           'median_ratio']
+
+
+def _sync(run):
+    from ..runner.utils import get_model_device
+    if get_model_device(run.runner.model).type == 'cuda':
+        torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def _each_from_the_same_start(run):
+    """A function that sets a plan on the model as it is now (weights, optimizer state);
+    all three are restored afterwards."""
+    runner = run.runner
+    model = getattr(runner.model, 'module', runner.model)
+    saved_plan = (model.checkpoint_plan(), model.checkpoint_segments())
+    state = copy.deepcopy(model.state_dict())
+    opt_state = copy.deepcopy(runner.optimizer.state_dict())
+
+    def reset(plan):
+        modes, segments = plan if isinstance(plan, tuple) else (plan, [])
+        model.load_state_dict(state)
+        runner.optimizer.load_state_dict(opt_state)
+        model.set_checkpoint_segments([])
+        model.set_checkpoint_plan({'*': None})
+        model.set_checkpoint_plan(dict(modes))
+        model.set_checkpoint_segments(list(segments))
+    try:
+        yield reset
+    finally:
+        reset(saved_plan)
+
+
+def interleaved_step_times(run, batch, plans, rounds=3):
+    """``{key: [seconds per round]}`` for ``plans = {key: {unit name: mode}}``: each round
+    steps once with each plan, in turn. The model's plan, weights and optimizer state are
+    restored afterwards."""
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
+    times = {key: [] for key in plans}
+    with _each_from_the_same_start(run) as reset:
+        for _ in range(rounds):
+            for key, plan in plans.items():
+                reset(plan)
+                _sync(run)
+                t0 = time.perf_counter()
+                train_step(run, batch)
+                _sync(run)
+                times[key].append(time.perf_counter() - t0)
+    return times
+
+
+def paired_step_times(run, batch, pairs, rounds=3):
+    """``[[(seconds of a, seconds of b) per round] per pair]`` for ``pairs = [(plan a, plan
+    b)]``: each round times every pair's two plans one right after the other (A B, then B A in
+    the next round, so that a drifting load favours neither), so their ratio sees the same
+    load even when a round takes minutes. Compare the median of the per-round ratios."""
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f'rounds must be a positive int, got {rounds!r}')
+    out = [[] for _ in pairs]
+    with _each_from_the_same_start(run) as reset:
+        for r in range(rounds):
+            for k, (a, b) in enumerate(pairs):
+                seconds = {}
+                for which in (('a', 'b') if r % 2 == 0 else ('b', 'a')):
+                    reset(a if which == 'a' else b)
+                    _sync(run)
+                    t0 = time.perf_counter()
+                    train_step(run, batch)
+                    _sync(run)
+                    seconds[which] = time.perf_counter() - t0
+                out[k].append((seconds['a'], seconds['b']))
+    return out
+
+
+def median_ratio(times):
+    """The median over rounds of ``a / b`` in one pair of :func:`paired_step_times`."""
+    return statistics.median(a / b for a, b in times)
+
+
+def median_times(times):
+    """``{key: median seconds}`` of :func:`interleaved_step_times`' result."""
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def measured_peaks(run, batch, plans):
+    """``{key: peak bytes}`` of one step per plan (:func:`~ckptzoo.memory.probe.measure_step`:
+    exact live-tensor bytes on CPU, ``max_memory_allocated`` on CUDA), from the same start."""
+    peaks = {}
+    with _each_from_the_same_start(run) as reset:
+        for key, plan in plans.items():
+            reset(plan)
+            peaks[key] = measure_step(run, batch)[0]
+    return peaks
