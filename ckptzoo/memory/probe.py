@@ -212,17 +212,11 @@ class _Recorder:
 
 def _checkpoint_spare_bytes(unit, function, args, module):
     """What a ``'full'`` checkpoint of this call would keep besides the unit's inputs and
-    outputs: the spare ``num_batches_tracked`` per training BatchNorm that the BN-safe
-    recompute counts into; None when the checkpoint guard would run the call plainly."""
-    from torch.nn.modules.batchnorm import _BatchNorm
-
-    from ..models.checkpointing.functional import _modules, _owner, should_checkpoint
+    outputs: nothing (the BN-safe recompute counts into no spare tensor), so 0; None when the
+    checkpoint guard would run the call plainly."""
+    from ..models.checkpointing.functional import _owner, should_checkpoint
     module = module if module is not None else _owner(function)
-    if not should_checkpoint(args, module, unit.use_reentrant):
-        return None
-    return sum(m.num_batches_tracked.nbytes for top in _modules(module) for m in top.modules()
-               if isinstance(m, _BatchNorm) and m.training and m.track_running_stats
-               and m.num_batches_tracked is not None)
+    return 0 if should_checkpoint(args, module, unit.use_reentrant) else None
 
 
 def _tensors(obj):
@@ -335,9 +329,9 @@ def _set_modes(model, mode, names):
 def _derive_full(rec, plain, i, name):
     """``(kept, fwd_peak, bwd_peak)`` of unit ``name`` in ``'full'`` mode from its plain
     recorded step, without running it: a full checkpoint keeps its inputs (counted by their
-    producers) and its own outputs, plus :func:`_checkpoint_spare_bytes`; its backward first
-    recomputes the plain forward (at most the plain forward transient) and then runs the plain
-    backward over the recomputed tensors. The forward transient is bounded by the plain one
+    producers) and its own outputs (nothing else: :func:`_checkpoint_spare_bytes`); its
+    backward first recomputes the plain forward (at most the plain forward transient) and then
+    runs the plain backward over the recomputed tensors. The forward transient is bounded by the plain one
     (the saved tensors are dropped as the forward goes): over-estimates only."""
     kept, fwd, bwd = plain['kept'][i], plain['fwd_peak'][i], plain['bwd_peak'][i]
     spare = rec.spare.get(name)

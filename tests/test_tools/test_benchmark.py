@@ -10,8 +10,8 @@ import pytest
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 BENCH = osp.join(ROOT, 'tools', 'benchmark.py')
-VARIANTS = ('base', 'fp16', 'accum2', 'with_cp', 'cp_fp16_accum2', 'cp_full', 'cp_selective',
-            'frozen_bn')
+VARIANTS = ('base', 'fp16', 'accum2', 'with_cp', 'cp_fp16_accum2', 'cp_full', 'cp_full_seg',
+            'cp_selective', 'frozen_bn')
 NUMBER = r'\d+(\.\d+)?'
 
 
