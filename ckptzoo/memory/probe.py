@@ -154,7 +154,7 @@ class _Recorder:
         self.kept = {}
         self.outputs = {}         # name -> storage keys of its output tensors
         self.kept_outputs = {}    # name -> bytes of its own outputs alive when forward ends
-        self.spare = {}           # name -> bytes a checkpoint of it adds, None: it would not run
+        self.checkpointed = set()  # names of the units the checkpoint guard would checkpoint
 
     def _live(self):
         if self.cuda:
@@ -178,7 +178,8 @@ class _Recorder:
             if name is None or not recorder.forward or not torch.is_grad_enabled():
                 return original(unit, function, *args, module=module)
             recorder.event('fstart', name)
-            recorder.spare[name] = _checkpoint_spare_bytes(unit, function, args, module)
+            if _would_checkpoint(unit, function, args, module):
+                recorder.checkpointed.add(name)
             if recorder.tracker is not None:
                 recorder.tracker.tag = name
             try:
@@ -210,13 +211,12 @@ class _Recorder:
                                  for name, keys in self.outputs.items()}
 
 
-def _checkpoint_spare_bytes(unit, function, args, module):
-    """What a ``'full'`` checkpoint of this call would keep besides the unit's inputs and
-    outputs: nothing (the BN-safe recompute counts into no spare tensor), so 0; None when the
-    checkpoint guard would run the call plainly."""
+def _would_checkpoint(unit, function, args, module):
+    """Whether the checkpoint guard would checkpoint this call in ``'full'`` (else it runs
+    plainly and keeps what plain keeps)."""
     from ..models.checkpointing.functional import _owner, should_checkpoint
     module = module if module is not None else _owner(function)
-    return 0 if should_checkpoint(args, module, unit.use_reentrant) else None
+    return should_checkpoint(args, module, unit.use_reentrant)
 
 
 def _tensors(obj):
@@ -329,16 +329,15 @@ def _set_modes(model, mode, names):
 def _derive_full(rec, plain, i, name):
     """``(kept, fwd_peak, bwd_peak)`` of unit ``name`` in ``'full'`` mode from its plain
     recorded step, without running it: a full checkpoint keeps its inputs (counted by their
-    producers) and its own outputs (nothing else: :func:`_checkpoint_spare_bytes`); its
+    producers) and its own outputs (the BN-safe recompute adds no tensor); its
     backward first recomputes the plain forward (at most the plain forward transient) and then
     runs the plain backward over the recomputed tensors. The forward transient is bounded by the plain one
     (the saved tensors are dropped as the forward goes): over-estimates only."""
     kept, fwd, bwd = plain['kept'][i], plain['fwd_peak'][i], plain['bwd_peak'][i]
-    spare = rec.spare.get(name)
-    if spare is None:  # the guard runs it plainly: no checkpoint, plain costs
+    if name not in rec.checkpointed:  # the guard runs it plainly: plain costs
         return kept, fwd, bwd
-    kept_full = rec.kept_outputs.get(name, 0) + spare
-    return kept_full, fwd + spare, max(kept + bwd, fwd) + spare - kept_full
+    kept_full = rec.kept_outputs.get(name, 0)
+    return kept_full, fwd, max(kept + bwd, fwd) - kept_full
 
 
 def probe(run, batch, modes=MODES, chains=None, derive_full=True):
