@@ -8,7 +8,9 @@ still alive when the forward ends, which counts selective checkpointing's cache 
 saved-tensor hooks) like any other memory; the same attribution lets ``'full'`` be derived from
 the plain step instead of run. On CUDA the same points read ``torch.cuda.memory_allocated`` /
 ``max_memory_allocated``, a unit keeps the growth of allocated memory over its forward, and
-every mode is recorded.
+every mode is recorded. The recompute of a checkpointed unit is timed where it runs, in
+backward, rather than taken as the difference of two steps (a unit's share of a step is smaller
+than the step's noise).
 """
 import contextlib
 import time
@@ -141,8 +143,34 @@ def measure_step(run, batch):
 # ------------------------------------------------------------------------------------------
 # the recorder
 # ------------------------------------------------------------------------------------------
+class _UnitTracker(LiveTensorTracker):
+    """The live-tensor tracker that also notes the storages an op outside the unit that made
+    them reads: a unit output no other op reads is alive at forward end only because the
+    unit's own ops saved it, and a ``'full'`` checkpoint would free it."""
+
+    def __init__(self):
+        super().__init__()
+        self.read_outside = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        for t in _tensors((args, kwargs)):
+            try:
+                key = t.untyped_storage()._cdata
+            except (RuntimeError, NotImplementedError):
+                continue
+            tag = self._tags.get(key)
+            if tag is not None and tag != self.tag:
+                self.read_outside.add(key)
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def _free(self, key):
+        self.read_outside.discard(key)
+        super()._free(key)
+
+
 class _Recorder:
-    """Events ``(kind, unit, live bytes, peak since the previous event, time)``."""
+    """Events ``(kind, unit, live bytes, peak since the previous event, time)``, and per unit
+    the seconds its checkpoint spent recomputing in backward."""
 
     def __init__(self, names, cuda, tracker=None):
         self.names = names        # id(CheckpointUnit) -> name
@@ -155,6 +183,8 @@ class _Recorder:
         self.outputs = {}         # name -> storage keys of its output tensors
         self.kept_outputs = {}    # name -> bytes of its own outputs alive when forward ends
         self.checkpointed = set()  # names of the units the checkpoint guard would checkpoint
+        self.current = None       # the unit whose forward runs
+        self.recompute = {}       # name -> seconds of its recompute(s) in backward
 
     def _live(self):
         if self.cuda:
@@ -182,9 +212,11 @@ class _Recorder:
                 recorder.checkpointed.add(name)
             if recorder.tracker is not None:
                 recorder.tracker.tag = name
+            recorder.current = name
             try:
                 out = original(unit, function, *args, module=module)
             finally:
+                recorder.current = None
                 if recorder.tracker is not None:
                     recorder.tracker.tag = None
             recorder.event('fend', name)
@@ -193,6 +225,25 @@ class _Recorder:
                 if t.requires_grad:
                     t.register_hook(recorder._bwd_hook(name))
             return out
+        return call
+
+    def recompute_call(self, original):
+        """``_Recompute.__call__`` timed from its second call on (the recompute in backward),
+        for the unit whose forward made the first."""
+        recorder = self
+
+        def call(recompute, *args):
+            if recompute.calls == 0:
+                recompute.probe_unit = recorder.current
+                return original(recompute, *args)
+            t0 = time.perf_counter()
+            try:
+                return original(recompute, *args)
+            finally:
+                name = getattr(recompute, 'probe_unit', None)
+                if name is not None:
+                    recorder.recompute[name] = recorder.recompute.get(name, 0.0) + \
+                        time.perf_counter() - t0
         return call
 
     def _bwd_hook(self, name):
@@ -207,7 +258,8 @@ class _Recorder:
         self.forward = False
         if self.tracker is not None:
             self.kept = self.tracker.live_bytes_by_tag()
-            self.kept_outputs = {name: self.tracker.live_bytes_of(keys, tag=name)
+            read = self.tracker.read_outside
+            self.kept_outputs = {name: self.tracker.live_bytes_of(keys & read, tag=name)
                                  for name, keys in self.outputs.items()}
 
 
@@ -232,13 +284,15 @@ def _tensors(obj):
 
 @contextlib.contextmanager
 def _instrumented(recorder):
+    from ..models.checkpointing.functional import _Recompute
     from ..models.checkpointing.plan import CheckpointUnit
-    original = CheckpointUnit.__call__
+    original, recompute = CheckpointUnit.__call__, _Recompute.__call__
     CheckpointUnit.__call__ = recorder.unit_call(original)
+    _Recompute.__call__ = recorder.recompute_call(recompute)
     try:
         yield
     finally:
-        CheckpointUnit.__call__ = original
+        CheckpointUnit.__call__, _Recompute.__call__ = original, recompute
 
 
 def _record_step(run, batch, names):
@@ -248,7 +302,7 @@ def _record_step(run, batch, names):
     with contextlib.ExitStack() as stack:
         tracker = None
         if not cuda:
-            tracker = stack.enter_context(LiveTensorTracker())
+            tracker = stack.enter_context(_UnitTracker())
             tracker.track(_tracked(run, batch))
         else:
             torch.cuda.synchronize()
@@ -329,7 +383,9 @@ def _set_modes(model, mode, names):
 def _derive_full(rec, plain, i, name):
     """``(kept, fwd_peak, bwd_peak)`` of unit ``name`` in ``'full'`` mode from its plain
     recorded step, without running it: a full checkpoint keeps its inputs (counted by their
-    producers) and its own outputs (the BN-safe recompute adds no tensor); its
+    producers) and those of its own outputs that an op outside it reads (one that nothing else
+    reads, such as the lowest FPN level's merged lateral, is alive in the plain step only
+    because the unit's own conv saved it); the BN-safe recompute adds no tensor. Its
     backward first recomputes the plain forward (at most the plain forward transient) and then
     runs the plain backward over the recomputed tensors. The forward transient is bounded by the plain one
     (the saved tensors are dropped as the forward goes): over-estimates only."""
@@ -338,6 +394,22 @@ def _derive_full(rec, plain, i, name):
         return kept, fwd, bwd
     kept_full = rec.kept_outputs.get(name, 0)
     return kept_full, fwd, max(kept + bwd, fwd) - kept_full
+
+
+def _selective_seconds(records, order):
+    """``{name: seconds}`` a ``'selective'`` unit adds to a step: its recompute, timed where it
+    runs (in backward), plus its share of the forward's extra cost (the policy's dispatch of
+    every op, out-of-place activations). That share is the whole forward's difference to the
+    plain one, split in proportion to the recomputes: a unit's own forward difference is
+    smaller than one step's noise, the sum over all units is not."""
+    rec, sel, accepted = records['selective']
+    plain = records[None][1]
+    recompute = {n: rec.recompute.get(n, 0.0) for n in order if n in accepted}
+    extra_fwd = max(0.0, sum(sel['fwd_time'][i] - plain['fwd_time'][i]
+                             for i, n in enumerate(order) if recompute.get(n)))
+    total = sum(recompute.values())
+    return {n: max(1e-6, r + (extra_fwd * r / total if total else 0.0))
+            for n, r in recompute.items()}
 
 
 def probe(run, batch, modes=MODES, chains=None, derive_full=True):
@@ -380,6 +452,7 @@ def probe(run, batch, modes=MODES, chains=None, derive_full=True):
         model.set_checkpoint_plan(dict(saved))
         model.set_checkpoint_segments(saved_segments)
     plain_rec, plain = records[None][:2]
+    selective = _selective_seconds(records, order) if 'selective' in records else {}
     unit_costs = []
     for i, name in enumerate(order):
         cost = UnitCost(name, {}, {}, {}, fwd_time=plain['fwd_time'][i])
@@ -389,13 +462,13 @@ def probe(run, batch, modes=MODES, chains=None, derive_full=True):
             cost.kept[mode] = r['kept'][i]
             cost.fwd_peak[mode] = max(0, r['fwd_peak'][i])
             cost.bwd_peak[mode] = max(0, r['bwd_peak'][i])
-            if mode not in (None, 'full'):  # 'full' recomputes one forward: fwd_time
-                # the difference of two timed steps; bounded by a full recompute, since a
-                # shared machine's noise can be larger than the cost itself
+            if mode == 'selective':
+                cost.recompute_time[mode] = selective[name]
+            elif mode not in (None, 'full'):  # 'full' recomputes one forward: fwd_time
+                # the difference of two timed steps
                 extra = (r['fwd_time'][i] - plain['fwd_time'][i] +
                          r['bwd_time'][i] - plain['bwd_time'][i])
-                cost.recompute_time[mode] = min(max(1e-6, extra), plain['fwd_time'][i]) \
-                    if mode == 'selective' else max(1e-6, extra)
+                cost.recompute_time[mode] = max(1e-6, extra)
         if derive:
             kept, fwd, bwd = _derive_full(plain_rec, plain, i, name)
             cost.kept['full'], cost.fwd_peak['full'] = kept, max(0, fwd)
