@@ -18,7 +18,7 @@ import torch
 from .budget import format_bytes, parse_budget
 from .cost_table import MODES, CostTable
 from .peak import plan_from_modes, plan_modes, plan_segments, predict_time, unit_kept
-from .probe import measure_step, probe, probe_batch, worst_case_shape
+from .probe import ddp_bucket_bytes, measure_step, probe, probe_batch, worst_case_shape
 from .solver import InfeasibleBudget, solve
 
 __all__ = ['PlanResult', 'planning_requested', 'plan_memory', 'plan_training', 'plan_table',
@@ -228,16 +228,25 @@ def _plan_checkpoints(run, cfg, budget, max_replans, logger, segments):
     """Probe, solve, validate for one setting of the options: a :class:`PlanResult`."""
     from ..runner.hooks.optimizer import OptimizerHook
     hook = next(h for h in run.runner.hooks if isinstance(h, OptimizerHook))
+    # the steps below run the module without its DDP wrapper: on CPU the exact tracker does
+    # not see the reducer's buckets, so they are added (CUDA's allocator counts them anyway)
+    buckets = ddp_bucket_bytes(run.runner.model)
     with _restored(run) as model:
         hook.before_run(run.runner)
         batch = probe_batch(run, worst_case_shape(cfg))
         table = _from_rank0(probe(run, batch, modes=probe_modes(run)).to_dict())
         table = CostTable.from_dict(table)
+        unseen = 0 if next(model.parameters()).is_cuda else buckets
+        if unseen:
+            table.add_resident('ddp_buckets', unseen)
+        elif buckets:
+            table.fixed['ddp_buckets'] = buckets
         margin, replans = 0.0, 0
         while True:
             solution = _solve(table, int(budget * (1 - margin)), segments)
             apply_plan(model, table, solution.plan)
             measured, seconds = _from_rank0(measure_step(run, batch))
+            measured += unseen
             if measured <= budget or replans >= max_replans:
                 break
             error = (measured - solution.peak) / max(solution.peak, 1)
@@ -322,10 +331,11 @@ def plan_table(result):
             rows.append((name, mode, f'{sum(kept[g.start:g.stop]) / 2 ** 20:>9.1f} '
                          f'{(predict_time(table, (g, )) - table.step_time) * 1e3:>13.1f}'))
         step = f'{predict_time(table, plan) * 1e3:.0f} ms'
+        fixed = ', '.join(f'{k} {format_bytes(v)}' for k, v in table.fixed.items())
     else:
         rows = [(name, str(mode), '') for name, mode in result.plan.items()]
         rows += [(f'{a}..{b}', 'segment', '') for a, b in result.segments or []]
-        step = 'n/a'
+        step, fixed = 'n/a', ''
     width = max([24] + [len(r[0]) for r in rows])
     lines = [f'{"unit":<{width}} {"mode":<10} {"kept MiB":>9} {"recompute ms":>13}']
     lines += [f'{name:<{width}} {mode:<10} {cells}'.rstrip() for name, mode, cells in rows]
@@ -334,6 +344,8 @@ def plan_table(result):
                  f'{format_bytes(result.measured_peak_bytes)}, predicted step {step}; '
                  f'fp16={result.fp16}, cumulative_iters={result.cumulative_iters}, '
                  f'samples_per_gpu={result.samples_per_gpu}')
+    if fixed:
+        lines.append(f'fixed: {fixed}')
     return '\n'.join(lines)
 
 

@@ -20,7 +20,8 @@ import torch
 from ..utils.memory import LiveTensorTracker
 from .cost_table import MODES, CostTable, UnitCost, model_chains
 
-__all__ = ['worst_case_shape', 'probe_batch', 'train_step', 'measure_step', 'probe']
+__all__ = ['worst_case_shape', 'probe_batch', 'train_step', 'measure_step', 'probe',
+           'ddp_bucket_bytes']
 
 
 # ------------------------------------------------------------------------------------------
@@ -387,8 +388,8 @@ def _derive_full(rec, plain, i, name):
     reads, such as the lowest FPN level's merged lateral, is alive in the plain step only
     because the unit's own conv saved it); the BN-safe recompute adds no tensor. Its
     backward first recomputes the plain forward (at most the plain forward transient) and then
-    runs the plain backward over the recomputed tensors. The forward transient is bounded by the plain one
-    (the saved tensors are dropped as the forward goes): over-estimates only."""
+    runs the plain backward over the recomputed tensors. The forward transient is bounded by
+    the plain one (the saved tensors are dropped as the forward goes): over-estimates only."""
     kept, fwd, bwd = plain['kept'][i], plain['fwd_peak'][i], plain['bwd_peak'][i]
     if name not in rec.checkpointed:  # the guard runs it plainly: plain costs
         return kept, fwd, bwd
@@ -491,6 +492,8 @@ def probe(run, batch, modes=MODES, chains=None, derive_full=True):
 
 
 def _fixed_bytes(run, batch):
+    """The plan-independent bytes by kind, for the report (the peak model takes them from the
+    recorded steps, where they are live like any other tensor)."""
     model, optimizer = run.runner.model, run.runner.optimizer
 
     def total(tensors):
@@ -499,8 +502,23 @@ def _fixed_bytes(run, batch):
             seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return sum(seen.values())
     params = [p for p in model.parameters()]
-    return dict(parameters=total(params), buffers=total(model.buffers()),
-                gradients=total(p for p in params if p.requires_grad),
-                optimizer_state=total(t for s in optimizer.state.values() for t in s.values()
-                                      if isinstance(t, torch.Tensor)),
-                batch=total(_tensors(batch)))
+    fixed = dict(parameters=total(params), buffers=total(model.buffers()),
+                 gradients=total(p for p in params if p.requires_grad),
+                 optimizer_state=total(t for s in optimizer.state.values() for t in s.values()
+                                       if isinstance(t, torch.Tensor)),
+                 batch=total(_tensors(batch)))
+    return fixed
+
+
+def ddp_bucket_bytes(model):
+    """Bytes of DDP's gradient buckets for ``model`` (0 when it is not DDP-wrapped): the
+    reducer keeps a flat copy of every gradient it all-reduces, allocated when DDP is built,
+    unless the gradients are views into the buckets (``gradient_as_bucket_view=True``)."""
+    if not isinstance(model, torch.nn.parallel.DistributedDataParallel) or \
+            model.gradient_as_bucket_view:
+        return 0
+    seen = {}
+    for p in model.module.parameters():
+        if p.requires_grad:
+            seen[p.data_ptr()] = p.numel() * p.element_size()
+    return sum(seen.values())

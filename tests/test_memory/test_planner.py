@@ -5,6 +5,7 @@ import logging
 import os
 import os.path as osp
 import random
+import re
 import subprocess
 import sys
 
@@ -231,8 +232,9 @@ def test_ddp_every_rank_trains_rank0s_plan(tmp_path, probed):
     probe in step and follow rank 0's table and measurements."""
     import socket
     _, _, _, table = probed
+    # every rank also holds DDP's gradient buckets, which a single process does not
     budget = (predict_peak(table, uniform_plan(table, 'full')) +
-              predict_peak(table, uniform_plan(table, None))) // 2
+              predict_peak(table, uniform_plan(table, None))) // 2 + table.fixed['gradients']
     cfg_path = tmp_path / 'tiny_ddp.py'
     Config(dict(TINY, memory_budget=budget, dist_params=dict(backend='gloo'),
                 checkpoint_config=dict(interval=4, by_epoch=False))).dump(str(cfg_path))
@@ -249,6 +251,10 @@ def test_ddp_every_rank_trains_rank0s_plan(tmp_path, probed):
     saved = json.loads((tmp_path / 'work' / 'memory_plan.json').read_text())
     assert saved['measured_peak_bytes'] <= budget
     assert (tmp_path / 'work' / 'iter_4.pth').exists()
+    # the peak counts the reducer's buckets: a copy of every gradient
+    fixed = re.search(r'fixed: parameters .*', proc.stdout + proc.stderr).group(0)
+    gradients = re.search(r'gradients ([\d.]+ \w+)', fixed).group(1)
+    assert f'ddp_buckets {gradients}' in fixed, fixed
 
 
 def _tiny64(tmp_path, samples_per_gpu=4, **overrides):

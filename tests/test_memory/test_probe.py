@@ -67,3 +67,35 @@ def test_selective_is_priced_by_its_recompute(detector_run):
             assert seconds == 1e-6, unit.name
         else:
             assert 1e-6 < seconds < 10 * unit.fwd_time + 0.05, unit.name
+
+
+def test_ddp_bucket_bytes_are_the_reducers():
+    """The bytes added for DDP's buckets are those torch's reducer reports (1-rank gloo in a
+    subprocess); with gradient_as_bucket_view the buckets are the gradients: nothing added."""
+    code = '''
+import os, torch, torch.nn as nn, torch.distributed as dist
+from ckptzoo.memory.probe import ddp_bucket_bytes
+os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=os.environ['PORT'])
+dist.init_process_group('gloo', rank=0, world_size=1)
+m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Conv2d(8, 4, 1))
+m[0].requires_grad_(False)
+d = nn.parallel.DistributedDataParallel(m)
+d(torch.randn(2, 3, 8, 8)).sum().backward()
+sizes = d._get_ddp_logging_data()['bucket_sizes']
+print(ddp_bucket_bytes(d), sum(int(s) for s in sizes.split(',')),
+      ddp_bucket_bytes(nn.parallel.DistributedDataParallel(m, gradient_as_bucket_view=True)),
+      ddp_bucket_bytes(m))
+'''
+    import os
+    import socket
+    import subprocess
+    import sys
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=ROOT, PORT=str(port)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours, reducer, as_view, plain = map(int, proc.stdout.split())
+    assert ours == reducer == (8 + 8 + 4 * 8 + 4) * 4  # BN and the 1x1 conv: not the frozen conv
+    assert as_view == 0 and plain == 0

@@ -25,6 +25,16 @@ def hand_table():
                      step_peak=1200, step_time=10.0)
 
 
+def test_resident_bytes_move_every_point_of_the_peak():
+    """Memory the recorded steps did not see (DDP's buckets) raises every point alike."""
+    table, moved = hand_table(), hand_table().add_resident('ddp_buckets', 77)
+    for plan in (uniform_plan(table, None), uniform_plan(table, 'full')):
+        assert [(name, b + 77) for name, b in peak_points(table, plan)] == \
+            peak_points(moved, plan)
+    assert moved.fixed == {'ddp_buckets': 77}
+    assert CostTable.from_dict(moved.to_dict()).step_peak == 1277
+
+
 def test_peak_model_by_hand():
     table = hand_table()
     plain = uniform_plan(table, None)
