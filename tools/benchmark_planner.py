@@ -90,8 +90,9 @@ def _key(plan):
 def bench(name, args, out):
     import torch
     from ckptzoo.memory import (kept_bytes, most_frugal, plan_modes, plan_segments,
-                                predict_peak, predict_time, solve, uniform_plan)
-    from ckptzoo.memory.planner import baseline_plans, probe_modes, reference_candidates
+                                predict_peak, predict_time, uniform_plan)
+    from ckptzoo.memory.planner import (baseline_plans, choose_plan, probe_modes,
+                                        reference_candidates)
     from ckptzoo.memory.probe import probe, probe_batch, train_step, worst_case_shape
     from ckptzoo.memory.timing import (interleaved_step_times, measured_peaks, median_ratio,
                                        paired_step_times)
@@ -112,9 +113,9 @@ def bench(name, args, out):
     low, high = predict_peak(table, full), predict_peak(table, uniform_plan(table, None))
     budgets = [high - (high - low) * k // (args.budgets - 1) for k in range(args.budgets)]
     t0 = time.perf_counter()
-    solve(table, (low + high) // 2)
+    choose_plan(table, (low + high) // 2)
     t_solve = time.perf_counter() - t0
-    sols = [solve(table, budget) for budget in budgets]
+    sols = [choose_plan(table, budget) for budget in budgets]
     # the planner's distinct plans, and per budget the per-stage combinations that can be
     # the fastest fitting one; peaks measured for all, each planner plan timed right next to
     # each of its budget's candidates (ABAB...), as the median of the per-round ratios

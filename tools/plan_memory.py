@@ -24,9 +24,9 @@ from mmengine.config import Config, DictAction  # noqa: E402
 
 from ckptzoo.apis import build_training, prepare_synthetic_data, set_random_seed  # noqa: E402
 from ckptzoo.memory import (InfeasibleBudget, format_bytes, minimum_peak,  # noqa: E402
-                            predict_peak, predict_time, solve, uniform_plan)
-from ckptzoo.memory.planner import (baseline_plans, cost_report, plan_memory,  # noqa: E402
-                                    plan_table, planning_requested)
+                            predict_peak, predict_time, uniform_plan)
+from ckptzoo.memory.planner import (baseline_plans, choose_plan, cost_report,  # noqa: E402
+                                    plan_memory, plan_table, planning_requested)
 
 
 def parse_args(argv=None):
@@ -50,7 +50,7 @@ def _sweep(result, path):
     high = predict_peak(table, uniform_plan(table, None))
     points = []
     for k in range(20):
-        sol = solve(table, low + (high - low) * k // 19)
+        sol = choose_plan(table, low + (high - low) * k // 19)
         points.append((sol.peak / 2 ** 20, sol.time * 1e3))
     fig, ax = plt.subplots(figsize=(7, 5))
     ax.plot(*zip(*sorted(points)), 'o-', color='tab:blue', label='planner')

@@ -22,7 +22,7 @@ from .probe import ddp_bucket_bytes, measure_step, probe, probe_batch, worst_cas
 from .solver import InfeasibleBudget, solve
 
 __all__ = ['PlanResult', 'planning_requested', 'plan_memory', 'plan_training', 'plan_table',
-           'apply_plan', 'outer_options', 'apply_options', 'run_with_options',
+           'choose_plan', 'apply_plan', 'outer_options', 'apply_options', 'run_with_options',
            'reference_candidates', 'PLAN_FILE']
 
 #: the plan is saved under this name in the work dir, and a resume reuses it
@@ -212,16 +212,25 @@ def run_with_options(run, cfg, options):
     return new, cfg
 
 
-def _solve(table, budget, segments):
-    """Plain autograd, 'full' and 'selective' first; 'offload' (CUDA) only when they do not
-    fit: it moves every saved tensor over the host link."""
+def choose_plan(table, budget, segments=True):
+    """The solver's fastest predicted plan under ``budget``, in the planner's order of
+    preference: plain autograd, ``'full'`` and ``'selective'`` units first; segments only where
+    no per-unit plan fits; ``'offload'`` (CUDA) only where nothing else does. A segment
+    recomputes all its units before their backward, which then runs on tensors no longer in
+    cache: measured 2-5 % of a ResNet-50 step slower than the same units checkpointed one by
+    one (docs/benchmarks.md), a cost the time model does not see; ``'offload'`` moves every
+    saved tensor over the host link. The peak chosen never rises as the budget falls: a later
+    stage is tried only below every earlier stage's smallest peak."""
     cheap = tuple(m for m in MODES if m != 'offload')
-    if any('offload' in u.kept for u in table.units):
-        try:
-            return solve(table, budget, modes=cheap, segments=segments)
-        except InfeasibleBudget:
-            pass
-    return solve(table, budget, segments=segments)
+    stages = [cheap] + ([None] if any('offload' in u.kept for u in table.units) else [])
+    error = None
+    for modes in stages:
+        for with_segments in ((False, True) if segments else (False, )):
+            try:
+                return solve(table, budget, modes=modes, segments=with_segments)
+            except InfeasibleBudget as exc:
+                error = exc
+    raise error
 
 
 def _plan_checkpoints(run, cfg, budget, max_replans, logger, segments):
@@ -243,7 +252,7 @@ def _plan_checkpoints(run, cfg, budget, max_replans, logger, segments):
             table.fixed['ddp_buckets'] = buckets
         margin, replans = 0.0, 0
         while True:
-            solution = _solve(table, int(budget * (1 - margin)), segments)
+            solution = choose_plan(table, int(budget * (1 - margin)), segments)
             apply_plan(model, table, solution.plan)
             measured, seconds = _from_rank0(measure_step(run, batch))
             measured += unseen
