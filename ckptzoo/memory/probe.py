@@ -502,12 +502,11 @@ def _fixed_bytes(run, batch):
             seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return sum(seen.values())
     params = [p for p in model.parameters()]
-    fixed = dict(parameters=total(params), buffers=total(model.buffers()),
-                 gradients=total(p for p in params if p.requires_grad),
-                 optimizer_state=total(t for s in optimizer.state.values() for t in s.values()
-                                       if isinstance(t, torch.Tensor)),
-                 batch=total(_tensors(batch)))
-    return fixed
+    return dict(parameters=total(params), buffers=total(model.buffers()),
+                gradients=total(p for p in params if p.requires_grad),
+                optimizer_state=total(t for s in optimizer.state.values() for t in s.values()
+                                      if isinstance(t, torch.Tensor)),
+                batch=total(_tensors(batch)))
 
 
 def ddp_bucket_bytes(model):
