@@ -39,8 +39,9 @@ Per variant: ``--warmup`` optimizer steps, ``--iters`` timed steps, then one pro
 eval mode with trained affine parameters from layer2 on, conv1 + layer1 frozen, P6 from C5) and
 as torchvision builds it by default (``FrozenBatchNorm2d``, P6 from P5), and ckptzoo's
 ResNet-50 / DenseNet-121 / Swin-T plain, ``'full'`` (= ``with_cp``) and ``'selective'`` against
-torchvision's (DenseNet's ``memory_efficient``) and timm's (``set_grad_checkpointing()``; timm
-is optional: ``pip install .[bench]``). ``--peer-plans`` adds ckptzoo rows for plans per
+torchvision's (DenseNet's ``memory_efficient``, and its DenseNet wrapped whole in one selective
+checkpoint with ckptzoo's policy) and timm's (``set_grad_checkpointing()``; timm is optional:
+``pip install .[bench]``). ``--peer-plans`` adds ckptzoo rows for plans per
 unit type (:data:`PEER_PLANS`, e.g. ``'full'`` on the blocks only, timm's units). Ratios are
 measured in one run, side by side; on a shared machine ``--rounds N`` runs every job ``N``
 times round-robin (A B C A B C ...): times then pool all steps of all rounds, and a ratio is the
@@ -80,11 +81,13 @@ VARIANTS = {
 }
 BACKBONES = ('resnet50', 'densenet121', 'swin_t')
 #: peer jobs: (model, implementation, checkpointing: '' plain, 'cp' the implementation's own,
-#: 'selective' ckptzoo's selective mode)
+#: 'selective' ckptzoo's selective mode; torchvision's DenseNet also wrapped whole in one
+#: selective checkpoint with ckptzoo's policy, the plain way to apply that policy)
 PEERS = [('retinanet', 'torchvision', ''), ('retinanet', 'torchvision-default', '')] + [
     (arch, impl, cp) for arch in BACKBONES
     for impl, cps in (('ckptzoo', ('', 'cp', 'selective')),
-                      ('torchvision', ('', 'cp') if arch == 'densenet121' else ('', )),
+                      ('torchvision', ('', 'cp', 'selective') if arch == 'densenet121'
+                       else ('', )),
                       ('timm', ('', 'cp')))
     for cp in cps]
 CP_NAMES = {'ckptzoo': "'full' (with_cp)", 'torchvision': 'memory_efficient',
@@ -400,6 +403,8 @@ def _backbone(arch, impl, cp, img_size):
         if hasattr(model, 'init_weights'):
             model.init_weights()
         return model, lambda x: model(x)[-1]
+    if impl == 'torchvision' and arch == 'densenet121' and cp == 'selective':
+        return _whole_model_selective(*_backbone(arch, impl, '', img_size))
     if cp == 'selective' or cp.startswith('plan='):
         raise ValueError(f'selective checkpointing is ckptzoo\'s, not {impl}\'s')
     cp = cp == 'cp'
@@ -425,6 +430,19 @@ def _backbone(arch, impl, cp, img_size):
     model = timm.create_model(name, pretrained=False, **kwargs)
     model.set_grad_checkpointing(cp)
     return model, model.forward_features
+
+
+def _whole_model_selective(model, features):
+    """``features`` under one non-reentrant checkpoint with ckptzoo's selective policy (keep
+    convolution / matmul outputs, recompute the rest)."""
+    import functools
+
+    from torch.utils import checkpoint as torch_cp
+
+    from ckptzoo.models.checkpointing.functional import selective_policy
+    context = functools.partial(torch_cp.create_selective_checkpoint_contexts, selective_policy)
+    return model, lambda x: torch_cp.checkpoint(features, x, use_reentrant=False,
+                                                context_fn=context)
 
 
 def run_peer(args, arch, impl, cp):
@@ -658,6 +676,8 @@ def _cp_name(impl, cp, arch=None):
     if cp.startswith('plan='):
         return PEER_PLANS[cp[5:]][0].format(
             blocks='dense layers' if arch == 'densenet121' else 'blocks')
+    if impl == 'torchvision' and cp == 'selective':
+        return "'selective' policy, whole model in one checkpoint"
     return {'': '—', 'selective': "'selective'"}.get(cp) or CP_NAMES[impl]
 
 

@@ -75,7 +75,8 @@ def test_failed_variant_and_peers_without_timm(tmp_path):
     for impl, cp in (('ckptzoo', '—'), ('ckptzoo', "'full' \\(with_cp\\)"),
                      ('ckptzoo', "'selective'"), ('ckptzoo', "'selective' on dense layers only"),
                      ('torchvision', '—'),
-                     ('torchvision', 'memory_efficient')):
+                     ('torchvision', 'memory_efficient'),
+                     ('torchvision', "'selective' policy, whole model in one checkpoint")):
         assert re.search(rf'^\| densenet121 \| {impl} \| {cp} \| [\d.]+ \|', out, re.M), out
     for cp in ('—', 'set_grad_checkpointing'):
         assert re.search(rf'^\| densenet121 \| timm \| {cp} \| FAILED: timm is not installed',
