@@ -435,14 +435,11 @@ def _backbone(arch, impl, cp, img_size):
 def _whole_model_selective(model, features):
     """``features`` under one non-reentrant checkpoint with ckptzoo's selective policy (keep
     convolution / matmul outputs, recompute the rest)."""
-    import functools
-
     from torch.utils import checkpoint as torch_cp
 
-    from ckptzoo.models.checkpointing.functional import selective_policy
-    context = functools.partial(torch_cp.create_selective_checkpoint_contexts, selective_policy)
+    from ckptzoo.models.checkpointing.functional import selective_context
     return model, lambda x: torch_cp.checkpoint(features, x, use_reentrant=False,
-                                                context_fn=context)
+                                                context_fn=selective_context)
 
 
 def run_peer(args, arch, impl, cp):

@@ -236,6 +236,7 @@ def choose_plan(table, budget, segments=True):
 def _plan_checkpoints(run, cfg, budget, max_replans, logger, segments):
     """Probe, solve, validate for one setting of the options: a :class:`PlanResult`."""
     from ..runner.hooks.optimizer import OptimizerHook
+    from ..runner.utils import get_model_device
     hook = next(h for h in run.runner.hooks if isinstance(h, OptimizerHook))
     # the steps below run the module without its DDP wrapper: on CPU the exact tracker does
     # not see the reducer's buckets, so they are added (CUDA's allocator counts them anyway)
@@ -245,7 +246,7 @@ def _plan_checkpoints(run, cfg, budget, max_replans, logger, segments):
         batch = probe_batch(run, worst_case_shape(cfg))
         table = _from_rank0(probe(run, batch, modes=probe_modes(run)).to_dict())
         table = CostTable.from_dict(table)
-        unseen = 0 if next(model.parameters()).is_cuda else buckets
+        unseen = 0 if get_model_device(model).type == 'cuda' else buckets
         if unseen:
             table.add_resident('ddp_buckets', unseen)
         elif buckets:
@@ -324,6 +325,11 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
                            notes=notes)
 
 
+def _fixed_text(table):
+    """The plan-independent bytes by kind, as the reports print them."""
+    return ', '.join(f'{k} {format_bytes(v)}' for k, v in table.fixed.items())
+
+
 def plan_table(result):
     """The plan as a text table: unit (a segment: first..last), mode, predicted MiB kept,
     predicted recompute ms."""
@@ -340,7 +346,7 @@ def plan_table(result):
             rows.append((name, mode, f'{sum(kept[g.start:g.stop]) / 2 ** 20:>9.1f} '
                          f'{(predict_time(table, (g, )) - table.step_time) * 1e3:>13.1f}'))
         step = f'{predict_time(table, plan) * 1e3:.0f} ms'
-        fixed = ', '.join(f'{k} {format_bytes(v)}' for k, v in table.fixed.items())
+        fixed = _fixed_text(table)
     else:
         rows = [(name, str(mode), '') for name, mode in result.plan.items()]
         rows += [(f'{a}..{b}', 'segment', '') for a, b in result.segments or []]
@@ -411,8 +417,7 @@ def cost_report(table):
         cells = ''.join(f' {u.kept[m] / 2 ** 20:>14.2f} {u.extra_time(m) * 1e3:>13.1f}'
                         if m in u.kept else f' {"-":>14} {"-":>13}' for m in modes)
         lines.append(f'{u.name:<24}{cells}')
-    fixed = ', '.join(f'{k} {format_bytes(v)}' for k, v in table.fixed.items())
-    lines.append(f'fixed: {fixed}; plain step {table.step_time * 1e3:.0f} ms')
+    lines.append(f'fixed: {_fixed_text(table)}; plain step {table.step_time * 1e3:.0f} ms')
     return '\n'.join(lines)
 
 

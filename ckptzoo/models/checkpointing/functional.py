@@ -40,7 +40,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils import checkpoint as torch_cp
 
 __all__ = ['MODES', 'checkpoint', 'checkpoint_sequential', 'should_checkpoint',
-           'per_stage_flags', 'selective_policy', 'check_mode']
+           'per_stage_flags', 'selective_policy', 'selective_context', 'check_mode']
 
 #: the modes of a checkpoint unit; ``None`` runs it plainly
 MODES = (None, 'full', 'selective', 'offload')
@@ -73,8 +73,9 @@ def selective_policy(ctx, func, *args, **kwargs):
     return torch_cp.CheckpointPolicy.PREFER_RECOMPUTE
 
 
-_selective_context = functools.partial(torch_cp.create_selective_checkpoint_contexts,
-                                       selective_policy)
+#: the ``context_fn`` of a selective checkpoint with :func:`selective_policy`
+selective_context = functools.partial(torch_cp.create_selective_checkpoint_contexts,
+                                      selective_policy)
 
 
 def _owner(function):
@@ -238,7 +239,7 @@ def checkpoint(function, *args, mode='full', use_reentrant=False, preserve_rng_s
         return _offload(function, args, name)
     kwargs = dict(use_reentrant=use_reentrant, preserve_rng_state=preserve_rng_state)
     if mode == 'selective':
-        kwargs['context_fn'] = _selective_context
+        kwargs['context_fn'] = selective_context
     return torch_cp.checkpoint(_Recompute(function, module, mode == 'selective'), *args,
                                **kwargs)
 
