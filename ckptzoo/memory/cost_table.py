@@ -153,18 +153,12 @@ class CostTable:
 def model_chains(model, names):
     """``(chains, exits)`` of ``model`` as a :class:`CostTable` takes them: ``(start, stop)``
     index ranges into ``names`` (the units in forward order) of the model's chains of two or
-    more units (``checkpoint_chains()``), and the indices of their exits."""
+    more units (``checkpoint_chains()``: runs of consecutive units, derived from the same
+    description as the units), and the indices of their exits."""
     model = getattr(model, 'module', model)
     if not hasattr(model, 'checkpoint_chains'):
         return [], []
     index = {n: i for i, n in enumerate(names)}
-    chains = []
-    for chain in model.checkpoint_chains():
-        at = [index[n] for n in chain]
-        if at != list(range(at[0], at[0] + len(at))):
-            raise RuntimeError(f'the chain {chain} is not a run of consecutive units of '
-                               f'checkpoint_units(): the model lists its units wrongly')
-        if len(at) > 1:
-            chains.append((at[0], at[0] + len(at)))
+    chains = [(index[c[0]], index[c[0]] + len(c)) for c in model.checkpoint_chains()]
     exits = sorted(index[n] for n in model.checkpoint_chain_exits())
     return chains, exits

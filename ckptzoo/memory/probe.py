@@ -14,9 +14,11 @@ than the step's noise).
 """
 import contextlib
 import time
+import weakref
 
 import torch
 
+from ..models.checkpointing import CheckpointObserver, observe
 from ..utils.memory import LiveTensorTracker
 from .cost_table import MODES, CostTable, UnitCost, model_chains
 
@@ -104,12 +106,7 @@ def train_step(run, batch, on_forward_end=None):
     runner.outputs = runner.model.train_step(batch, runner.optimizer)
     if on_forward_end is not None:
         on_forward_end()
-    hook.is_step_iter = lambda r: True
-    hook.loss_factor = lambda r: hook.cumulative_iters
-    try:
-        hook.after_train_iter(runner)
-    finally:
-        del hook.is_step_iter, hook.loss_factor
+    hook.backward_and_step(runner, loss_factor=hook.cumulative_iters, step=True)
     runner.outputs = None
 
 
@@ -169,9 +166,10 @@ class _UnitTracker(LiveTensorTracker):
         super()._free(key)
 
 
-class _Recorder:
+class _Recorder(CheckpointObserver):
     """Events ``(kind, unit, live bytes, peak since the previous event, time)``, and per unit
-    the seconds its checkpoint spent recomputing in backward."""
+    the seconds its checkpoint spent recomputing in backward; it observes the units while
+    :func:`~ckptzoo.models.checkpointing.observe` registers it."""
 
     def __init__(self, names, cuda, tracker=None):
         self.names = names        # id(CheckpointUnit) -> name
@@ -186,6 +184,7 @@ class _Recorder:
         self.checkpointed = set()  # names of the units the checkpoint guard would checkpoint
         self.current = None       # the unit whose forward runs
         self.recompute = {}       # name -> seconds of its recompute(s) in backward
+        self.regions = weakref.WeakKeyDictionary()  # checkpointed region -> its unit's name
 
     def _live(self):
         if self.cuda:
@@ -201,51 +200,42 @@ class _Recorder:
         else:
             self.tracker.reset_peak()
 
-    def unit_call(self, original):
-        recorder = self
+    def unit_call(self, run, unit, function, args, module):
+        name = self.names.get(id(unit))
+        if name is None or not self.forward or not torch.is_grad_enabled():
+            return run()
+        self.event('fstart', name)
+        if _would_checkpoint(unit, function, args, module):
+            self.checkpointed.add(name)
+        if self.tracker is not None:
+            self.tracker.tag = name
+        self.current = name
+        try:
+            out = run()
+        finally:
+            self.current = None
+            if self.tracker is not None:
+                self.tracker.tag = None
+        self.event('fend', name)
+        self.outputs[name] = {t.untyped_storage()._cdata for t in _tensors(out)}
+        for t in _tensors(out):
+            if t.requires_grad:
+                t.register_hook(self._bwd_hook(name))
+        return out
 
-        def call(unit, function, *args, module=None):
-            name = recorder.names.get(id(unit))
-            if name is None or not recorder.forward or not torch.is_grad_enabled():
-                return original(unit, function, *args, module=module)
-            recorder.event('fstart', name)
-            if _would_checkpoint(unit, function, args, module):
-                recorder.checkpointed.add(name)
-            if recorder.tracker is not None:
-                recorder.tracker.tag = name
-            recorder.current = name
-            try:
-                out = original(unit, function, *args, module=module)
-            finally:
-                recorder.current = None
-                if recorder.tracker is not None:
-                    recorder.tracker.tag = None
-            recorder.event('fend', name)
-            recorder.outputs[name] = {t.untyped_storage()._cdata for t in _tensors(out)}
-            for t in _tensors(out):
-                if t.requires_grad:
-                    t.register_hook(recorder._bwd_hook(name))
-            return out
-        return call
-
-    def recompute_call(self, original):
-        """``_Recompute.__call__`` timed from its second call on (the recompute in backward),
-        for the unit whose forward made the first."""
-        recorder = self
-
-        def call(recompute, *args):
-            if recompute.calls == 0:
-                recompute.probe_unit = recorder.current
-                return original(recompute, *args)
-            t0 = time.perf_counter()
-            try:
-                return original(recompute, *args)
-            finally:
-                name = getattr(recompute, 'probe_unit', None)
-                if name is not None:
-                    recorder.recompute[name] = recorder.recompute.get(name, 0.0) + \
-                        time.perf_counter() - t0
-        return call
+    def region_call(self, run, region, recomputing):
+        """A recompute (in backward) timed for the unit whose forward ran the region."""
+        if not recomputing:
+            self.regions[region] = self.current
+            return run()
+        t0 = time.perf_counter()
+        try:
+            return run()
+        finally:
+            name = self.regions.get(region)
+            if name is not None:
+                self.recompute[name] = self.recompute.get(name, 0.0) + \
+                    time.perf_counter() - t0
 
     def _bwd_hook(self, name):
         def hook(grad):
@@ -283,19 +273,6 @@ def _tensors(obj):
             yield from _tensors(x)
 
 
-@contextlib.contextmanager
-def _instrumented(recorder):
-    from ..models.checkpointing.functional import _Recompute
-    from ..models.checkpointing.plan import CheckpointUnit
-    original, recompute = CheckpointUnit.__call__, _Recompute.__call__
-    CheckpointUnit.__call__ = recorder.unit_call(original)
-    _Recompute.__call__ = recorder.recompute_call(recompute)
-    try:
-        yield
-    finally:
-        CheckpointUnit.__call__, _Recompute.__call__ = original, recompute
-
-
 def _record_step(run, batch, names):
     """One instrumented step: the recorder with its events."""
     cuda = _cuda(run)
@@ -312,7 +289,7 @@ def _record_step(run, batch, names):
         recorder.event('begin')
         handle = optimizer.register_step_pre_hook(lambda *a: recorder.event('step'))
         stack.callback(handle.remove)
-        stack.enter_context(_instrumented(recorder))
+        stack.enter_context(observe(recorder))
         train_step(run, batch, on_forward_end=recorder.forward_end)
         recorder.event('end')
     return recorder

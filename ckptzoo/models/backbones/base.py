@@ -1,6 +1,6 @@
 """What every backbone shares (mmcls's ``BaseBackbone``, timm's ``set_grad_checkpointing``):
-checkpoint units and their per-stage ``with_cp`` flags, frozen stages, ``norm_eval`` and the
-``out_indices`` / ``frozen_stages`` checks."""
+checkpoint units, their per-stage ``with_cp`` flags and the ``with_cp`` attribute that reads
+them back, frozen stages, ``norm_eval`` and the ``out_indices`` / ``frozen_stages`` checks."""
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -10,12 +10,28 @@ __all__ = ['BaseBackbone']
 
 
 class BaseBackbone(CheckpointOwnerMixin, nn.Module):
-    """Subclasses set ``frozen_stages`` / ``norm_eval``, list their units
-    (``_checkpoint_units``) and their frozen modules (``_frozen_modules``), and call
+    """Subclasses set ``frozen_stages`` / ``norm_eval``, describe their units
+    (``_checkpoint_steps``) and list their frozen modules (``_frozen_modules``), and call
     :meth:`_freeze_stages` at the end of ``__init__``."""
 
     frozen_stages = -1
     norm_eval = False
+
+    @property
+    def with_cp(self):
+        """mmdet's attribute, read from the modes in force (so it follows
+        ``set_checkpoint_plan``): True when every checkpoint unit of the backbone is
+        checkpointed, in any mode, as ``with_cp=True`` makes them ('full'); a block's
+        ``with_cp`` reads its own unit the same way. Per unit: ``checkpoint_plan()``."""
+        units = self.checkpoint_units().values()
+        return bool(units) and all(unit.mode is not None for unit in units)
+
+    @with_cp.setter
+    def with_cp(self, value):
+        raise AttributeError(
+            f'{type(self).__name__}.with_cp reads the checkpoint units\' modes and cannot be '
+            f'set (got {value!r}): give with_cp to the constructor, or change the modes with '
+            "set_checkpoint_plan({'*': 'full'}) (None for plain)")
 
     @staticmethod
     def _stage_flags(with_cp, num, unit='stage'):

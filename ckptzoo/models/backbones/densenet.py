@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
-from ..checkpointing import ChainStep, CheckpointUnit, checkpoint, unit_step
+from ..checkpointing import ChainStep, CheckpointUnit, chain_and_rest, checkpoint, unit_step
 from ..utils import build_norm_layer
 from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
@@ -191,11 +191,10 @@ class DenseNet(BaseBackbone):
         self.num_blocks = num_blocks
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
-        self.with_cp = self._stage_flags(with_cp, num_blocks, 'dense block')
-        self.stem_unit = CheckpointUnit.from_flag(self.with_cp[0], cp_use_reentrant)
+        flags = self._stage_flags(with_cp, num_blocks, 'dense block')
+        self.stem_unit = CheckpointUnit.from_flag(flags[0], cp_use_reentrant)
         # transition{i + 1} after block i; the last one is norm5 (+ ReLU)
-        self.transition_units = [CheckpointUnit.from_flag(f, cp_use_reentrant)
-                                 for f in self.with_cp]
+        self.transition_units = [CheckpointUnit.from_flag(f, cp_use_reentrant) for f in flags]
         self.cp_use_reentrant = cp_use_reentrant
         self.init_cfg = init_cfg
 
@@ -207,7 +206,7 @@ class DenseNet(BaseBackbone):
         for i, depth in enumerate(depths):
             layers[f'denseblock{i + 1}'] = DenseBlock(
                 depth, channels, growth, bn_size=bn_size, drop_rate=drop_rate,
-                norm_cfg=norm_cfg, with_cp=self.with_cp[i], cp_use_reentrant=cp_use_reentrant)
+                norm_cfg=norm_cfg, with_cp=flags[i], cp_use_reentrant=cp_use_reentrant)
             channels += depth * growth
             block_channels.append(channels)
             if i < num_blocks - 1:
@@ -280,14 +279,6 @@ class DenseNet(BaseBackbone):
             frozen += self._stage_modules(i)
         return frozen
 
-    def _checkpoint_units(self):
-        yield 'stem', self.stem_unit
-        for i in range(self.num_blocks):
-            for name, layer in self.features[f'denseblock{i + 1}'].items():
-                yield f'denseblock{i + 1}.{name}', layer.cp_unit
-            last = i == self.num_blocks - 1
-            yield f'norm{i + 2}' if last else f'transition{i + 1}', self.transition_units[i]
-
     def _after_block(self, i, features):
         """Transition ``i`` (norm5 after the last block) on the block's concatenated features:
         ``(the next block's input, the normalised output or None)``."""
@@ -303,30 +294,25 @@ class DenseNet(BaseBackbone):
             return x, feat
         return unit(trans, x, module=trans), None
 
-    def _chain_steps(self):
-        """Stem, then each dense block (up to the last one ``out_indices`` takes): its layers
-        and its transition (norm5 after the last block)."""
-        stem = self._stem_modules()
-        steps = [unit_step('stem', self.stem_unit, self._stem_forward, stem)]
-        for i in range(max(self.out_indices) + 1):
+    def _checkpoint_steps(self):
+        """One chain: the stem, then per dense block its layers and its transition (norm5
+        after the last block), up to the last block ``out_indices`` takes; the units after it
+        never run. A dense layer's output stays in the state to its block's end, so it leaves
+        a segment that ends inside the block."""
+        steps = [unit_step('stem', self.stem_unit, self._stem_forward, self._stem_modules())]
+        for i in range(self.num_blocks):
             for name, layer in self.features[f'denseblock{i + 1}'].items():
                 steps.append(ChainStep(f'denseblock{i + 1}.{name}', layer.cp_unit,
-                                       partial(_layer_step, layer), layer))
-            last = i == self.num_blocks - 1
-            steps.append(ChainStep(f'norm{i + 2}' if last else f'transition{i + 1}',
-                                   self.transition_units[i], partial(self._after_block, i),
-                                   self._stage_modules(i)[1]))
-        return steps
-
-    def _checkpoint_chains(self):
-        # a dense layer's output stays in the state to the block's end: a segment returns it
-        steps = self._chain_steps()
-        exits = [s.name for s in steps[:-1] if '.denselayer' in s.name or
-                 s.name.startswith('transition') and int(s.name[10:]) - 1 in self.out_indices]
-        yield [s.name for s in steps], exits
+                                       partial(_layer_step, layer), layer, leaves=True))
+            name = f'norm{i + 2}' if i == self.num_blocks - 1 else f'transition{i + 1}'
+            steps.append(ChainStep(name, self.transition_units[i], partial(self._after_block, i),
+                                   self._stage_modules(i)[1], leaves=i in self.out_indices))
+            if i == max(self.out_indices):
+                stop = len(steps)
+        return chain_and_rest(steps, stop)
 
     def forward(self, x):
         """Normalised outputs of the dense blocks in ``out_indices``; blocks after the last
         requested one are not run."""
-        _, outs = self._run_chain(self._chain_steps(), x)
+        _, outs = self._run_chain(self._checkpoint_steps()[0], x)
         return tuple(o for o in outs if o is not None)

@@ -195,7 +195,7 @@ class ResNet(BaseBackbone):
             raise NotImplementedError(f'ResNet dcn is not supported, got stage_with_dcn='
                                       f'{stage_with_dcn!r}')
         init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
-        self.with_cp = self._stage_flags(with_cp, num_stages)
+        flags = self._stage_flags(with_cp, num_stages)
         self.cp_use_reentrant = cp_use_reentrant
         self.depth = depth
         self.stem_channels = stem_channels or base_channels
@@ -216,7 +216,7 @@ class ResNet(BaseBackbone):
         self.stage_blocks = stage_blocks[:num_stages]
 
         self._make_stem_layer(in_channels, self.stem_channels)
-        self.stem_unit = CheckpointUnit.from_flag(self.with_cp[0], cp_use_reentrant)
+        self.stem_unit = CheckpointUnit.from_flag(flags[0], cp_use_reentrant)
         self.inplanes = self.stem_channels
         self.res_layers = []
         for i, num_blocks in enumerate(self.stage_blocks):
@@ -224,7 +224,7 @@ class ResNet(BaseBackbone):
             layer = self.make_res_layer(
                 block=self.block, inplanes=self.inplanes, planes=planes, num_blocks=num_blocks,
                 stride=strides[i], dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
-                style=style, with_cp=self.with_cp[i], cp_use_reentrant=cp_use_reentrant)
+                style=style, with_cp=flags[i], cp_use_reentrant=cp_use_reentrant)
             self.inplanes = planes * self.block.expansion
             name = f'layer{i + 1}'
             self.add_module(name, layer)
@@ -291,33 +291,20 @@ class ResNet(BaseBackbone):
         stem = self._stem_modules() if self.frozen_stages >= 0 else []
         return stem + [getattr(self, f'layer{i}') for i in range(1, self.frozen_stages + 1)]
 
-    def _checkpoint_units(self):
-        yield 'stem', self.stem_unit
-        for name in self.res_layers:
-            for j, block in enumerate(getattr(self, name)):
-                yield f'{name}.{j}', block.cp_unit
-
-    def _chain_steps(self):
-        """Stem and blocks; the last block of each stage in ``out_indices`` emits its output."""
-        stem = self._stem_modules()
-        steps = [unit_step('stem', self.stem_unit, self._stem_forward, stem)]
+    def _checkpoint_steps(self):
+        """One chain: the stem and the blocks; the last block of each stage in
+        ``out_indices`` emits its output."""
+        steps = [unit_step('stem', self.stem_unit, self._stem_forward, self._stem_modules())]
         for i, name in enumerate(self.res_layers):
             layer = getattr(self, name)
             for j, block in enumerate(layer):
                 steps.append(chain_step(f'{name}.{j}', block.cp_unit, block, block,
                                         emit=i in self.out_indices and j == len(layer) - 1))
-        return steps
-
-    def _checkpoint_chains(self):
-        steps = self._chain_steps()
-        names = [s.name for s in steps]
-        exits = [f'{name}.{len(getattr(self, name)) - 1}'
-                 for i, name in enumerate(self.res_layers[:-1]) if i in self.out_indices]
-        yield names, exits
+        return [steps]
 
     def forward(self, x):
         if getattr(self, '_cp_segments', None):
-            _, outs = self._run_chain(self._chain_steps(), x)
+            _, outs = self._run_chain(self._checkpoint_steps()[0], x)
             return tuple(o for o in outs if o is not None)
         # no segment: the stages run as modules, so hooks on ``layerN`` fire as in mmdet
         x = self.stem_unit(self._stem_forward, x, module=self._stem_modules())

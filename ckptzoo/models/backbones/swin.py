@@ -41,7 +41,7 @@ from torchvision.ops import StochasticDepth
 
 from ...registry import MODELS
 from ...runner.checkpoint import load_file
-from ..checkpointing import CheckpointUnit, chain_step, unit_step
+from ..checkpointing import CheckpointUnit, chain_and_rest, chain_step, unit_step
 from ..utils.ckpt_convert import convert_official_swin, unfold_order_vector, unfold_order_weight
 from ..utils.pretrained import check_pretrained_cfg, load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
@@ -317,7 +317,7 @@ class SwinTransformer(BaseBackbone):
                    for v in CONVERT_WEIGHTS):
             raise ValueError(f"convert_weights must be False, True (= 'official') or "
                              f"'torchvision', got {convert_weights!r}")
-        with_cp = self._stage_flags(with_cp, num_stages)
+        flags = self._stage_flags(with_cp, num_stages)
         init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         self.embed_dims, self.depths, self.num_heads = embed_dims, tuple(depths), tuple(num_heads)
         self.num_stages = num_stages
@@ -326,13 +326,12 @@ class SwinTransformer(BaseBackbone):
         self.out_indices = out_indices
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval  # no BatchNorm: accepted for mmdet configs, no effect
-        self.with_cp = tuple(with_cp)
         self.cp_use_reentrant = cp_use_reentrant
         self.convert_weights = convert_weights
         self.init_cfg = init_cfg
 
         self.patch_embed = PatchEmbed(in_channels, embed_dims, patch_size, patch_norm, drop_rate)
-        self.patch_embed_unit = CheckpointUnit.from_flag(self.with_cp[0], cp_use_reentrant)
+        self.patch_embed_unit = CheckpointUnit.from_flag(flags[0], cp_use_reentrant)
         rates = torch.linspace(0, float(drop_path_rate), sum(depths)).tolist()
         self.stages = nn.ModuleList()
         for i, depth in enumerate(depths):
@@ -341,10 +340,10 @@ class SwinTransformer(BaseBackbone):
                                 mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_scale=qk_scale,
                                 drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
                                 drop_path_rate=rates[sum(depths[:i]) + j],
-                                with_cp=self.with_cp[i], cp_use_reentrant=cp_use_reentrant)
+                                with_cp=flags[i], cp_use_reentrant=cp_use_reentrant)
                       for j in range(depth)]
             down = PatchMerging(dims, 2 * dims) if i < num_stages - 1 else None
-            self.stages.append(SwinStage(blocks, down, self.with_cp[i], cp_use_reentrant))
+            self.stages.append(SwinStage(blocks, down, flags[i], cp_use_reentrant))
         self.num_features = tuple(embed_dims * 2**i for i in range(num_stages))
         for i in self.out_indices:
             self.add_module(f'norm{i}', nn.LayerNorm(self.num_features[i]))
@@ -421,34 +420,25 @@ class SwinTransformer(BaseBackbone):
                 frozen.append(getattr(self, f'norm{i}'))
         return frozen
 
-    def _checkpoint_units(self):
-        yield 'patch_embed', self.patch_embed_unit
-        for i, stage in enumerate(self.stages):
-            for j, block in enumerate(stage.blocks):
-                yield f'stages.{i}.blocks.{j}', block.cp_unit
-            if stage.downsample is not None:
-                yield f'stages.{i}.downsample', stage.downsample_unit
-
-    def _chain_steps(self):
-        """Patch embedding, blocks and patch mergings of the stages up to the last output."""
+    def _checkpoint_steps(self):
+        """One chain: the patch embedding, then per stage its blocks (the last one emits the
+        stage's output for ``out_indices``) and its patch merging, up to the last stage
+        ``out_indices`` takes; the units after it never run."""
         steps = [unit_step('patch_embed', self.patch_embed_unit, self.patch_embed)]
-        last = max(self.out_indices)
-        for i, stage in enumerate(self.stages[:last + 1]):
+        for i, stage in enumerate(self.stages):
             for j, block in enumerate(stage.blocks):
                 steps.append(chain_step(f'stages.{i}.blocks.{j}', block.cp_unit, block, block,
                                         emit=i in self.out_indices and j == len(stage.blocks) - 1))
-            if i < last:
+            if i == max(self.out_indices):
+                stop = len(steps)
+            if stage.downsample is not None:
                 steps.append(unit_step(f'stages.{i}.downsample', stage.downsample_unit,
                                        stage.downsample))
-        return steps
-
-    def _checkpoint_chains(self):
-        yield [s.name for s in self._chain_steps()], [
-            f'stages.{i}.blocks.{self.depths[i] - 1}' for i in self.out_indices[:-1]]
+        return chain_and_rest(steps, stop)
 
     def forward(self, x):
         """NCHW image -> NCHW features, one per ``out_indices`` (later stages do not run)."""
-        feats = [f for f in self._run_chain(self._chain_steps(), x)[1] if f is not None]
+        feats = [f for f in self._run_chain(self._checkpoint_steps()[0], x)[1] if f is not None]
         return tuple(getattr(self, f'norm{i}')(f).permute(0, 3, 1, 2).contiguous()
                      for i, f in zip(self.out_indices, feats))
 

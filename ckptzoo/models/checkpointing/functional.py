@@ -33,14 +33,21 @@ Why a wrapper and not ``torch.utils.checkpoint.checkpoint`` directly:
 import functools
 import warnings
 from contextlib import contextmanager
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils import checkpoint as torch_cp
 
+from .observers import _observers, observed
+
 __all__ = ['MODES', 'checkpoint', 'checkpoint_sequential', 'should_checkpoint',
            'per_stage_flags', 'selective_policy', 'selective_context', 'check_mode']
+
+#: one module, a list of modules, or None: the modules whose parameters and BatchNorms a
+#: checkpointed region uses
+Modules = Union[nn.Module, Sequence[nn.Module], None]
 
 #: the modes of a checkpoint unit; ``None`` runs it plainly
 MODES = (None, 'full', 'selective', 'offload')
@@ -55,7 +62,8 @@ SAVED_OPS = frozenset([
 ])
 
 
-def check_mode(mode, use_reentrant=False, where='mode'):
+def check_mode(mode: Optional[str], use_reentrant: bool = False,
+               where: str = 'mode') -> Optional[str]:
     """``mode`` if it is one of :data:`MODES`, else a ValueError listing them."""
     if mode not in MODES:
         raise ValueError(f'unknown checkpoint {where} {mode!r}: allowed are '
@@ -66,7 +74,8 @@ def check_mode(mode, use_reentrant=False, where='mode'):
     return mode
 
 
-def selective_policy(ctx, func, *args, **kwargs):
+def selective_policy(ctx: Any, func: Any, *args: Any,
+                     **kwargs: Any) -> 'torch_cp.CheckpointPolicy':
     """Keep convolution / matmul outputs, recompute every other op."""
     if func in SAVED_OPS:
         return torch_cp.CheckpointPolicy.MUST_SAVE
@@ -102,7 +111,7 @@ def _tensors(args):
             yield from _tensors(a)
 
 
-def should_checkpoint(args, module=None, use_reentrant=False):
+def should_checkpoint(args: Sequence, module: Modules = None, use_reentrant: bool = False) -> bool:
     """True when checkpointing can save memory without losing a gradient."""
     modules = _modules(module)
     if not torch.is_grad_enabled():
@@ -189,6 +198,12 @@ class _Recompute:
 
     def __call__(self, *args):
         self.calls += 1
+        if _observers:
+            run = functools.partial(self._run, *args)
+            return observed('region_call', run, self, self.calls > 1)
+        return self._run(*args)
+
+    def _run(self, *args):
         with _out_of_place(self.inplace):
             if self.calls == 1:
                 return self.function(*args)
@@ -213,8 +228,9 @@ def _offload(function, args, name):
         return function(*args)
 
 
-def checkpoint(function, *args, mode='full', use_reentrant=False, preserve_rng_state=True,
-               module=None, name=None):
+def checkpoint(function: Callable, *args: Any, mode: Optional[str] = 'full',
+               use_reentrant: bool = False, preserve_rng_state: bool = True,
+               module: Modules = None, name: Optional[str] = None) -> Any:
     """Run ``function(*args)`` under ``mode`` when a gradient can flow, else plainly.
 
     Args:
@@ -244,8 +260,9 @@ def checkpoint(function, *args, mode='full', use_reentrant=False, preserve_rng_s
                                **kwargs)
 
 
-def checkpoint_sequential(functions, segments, input, use_reentrant=False,
-                          preserve_rng_state=True):
+def checkpoint_sequential(functions: Union[nn.Sequential, Sequence[nn.Module]], segments: int,
+                          input: torch.Tensor, use_reentrant: bool = False,
+                          preserve_rng_state: bool = True) -> torch.Tensor:
     """Run ``functions`` (an ``nn.Sequential`` or a list of modules) in ``segments`` chunks.
 
     As ``torch.utils.checkpoint.checkpoint_sequential``: every segment but the last is
@@ -265,7 +282,8 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=False,
     return chunks[-1](input) if chunks else input
 
 
-def per_stage_flags(value, num, name='with_cp', unit='stage'):
+def per_stage_flags(value: Union[bool, Sequence[bool]], num: int, name: str = 'with_cp',
+                    unit: str = 'stage') -> Tuple[bool, ...]:
     """``with_cp`` as one bool per stage: a bool for all, or a tuple of ``num`` bools."""
     if isinstance(value, bool):
         return (value, ) * num

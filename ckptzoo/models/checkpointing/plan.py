@@ -6,25 +6,35 @@ stem, dense layer or transition, a Swin patch embedding, block or patch merging,
 a RetinaHead level. Each unit is a :class:`CheckpointUnit` object holding its mode; the code
 that runs the region calls it (``unit(fn, *args)``), so no block branches on ``with_cp``.
 
-An *owner* (:class:`CheckpointOwnerMixin`: backbones, necks, heads and the whole model) lists
-its units under stable local names, in execution order, by overriding ``_checkpoint_units``.
-The model's ``checkpoint_units()`` joins them with the owners' attribute paths
-(``backbone.layer3.4``, ``neck.level2``, ``bbox_head.level0``). A plan,
-``{name_or_glob: mode}``, changes modes at run time: no rebuild, weights untouched.
+An *owner* (:class:`CheckpointOwnerMixin`: backbones, necks, heads and the whole model)
+describes its units once, by overriding ``_checkpoint_steps``: its chains of
+:class:`~.segments.ChainStep` (local name, unit, function, modules, whether the output leaves
+the chain), in execution order, the way its forward runs them. Everything else is derived from
+that description: ``checkpoint_units()`` joins the steps' names with the owners' attribute
+paths (``backbone.layer3.4``, ``neck.level2``, ``bbox_head.level0``), ``checkpoint_chains()``
+and ``checkpoint_chain_exits()`` read the chains. A unit that no chain of two or more shares
+(a RetinaHead level) is a chain of one step. A plan, ``{name_or_glob: mode}``, changes modes at
+run time: no rebuild, weights untouched.
 
-Segments (:mod:`.segments`): an owner runs its units as a chain of steps, and a *segment*,
-``[first, last]`` unit names of one chain, runs those steps under one ``'full'`` checkpoint that
-keeps only the segment's inputs; the inner units run plainly for the duration.
-``checkpoint_chains()`` lists the chains, ``set_checkpoint_segments()`` sets the segments at
-run time (the ``segments`` part of a memory plan), ``checkpoint_segments()`` reads them.
+Segments (:mod:`.segments`): a *segment*, ``[first, last]`` unit names of one chain, runs those
+steps under one ``'full'`` checkpoint that keeps only the segment's inputs; the inner units run
+plainly for the duration. ``set_checkpoint_segments()`` sets the segments at run time (the
+``segments`` part of a memory plan), ``checkpoint_segments()`` reads them.
+
+Observers (:mod:`.observers`) see every unit call and recompute without patching a class.
 """
 import difflib
 import fnmatch
 from collections import OrderedDict
 from collections.abc import Mapping
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch.nn as nn
 
 from .functional import check_mode, checkpoint
-from .segments import inside_segment, run_chain
+from .observers import _observers, observed
+from .segments import ChainStep, inside_segment, run_chain
 
 __all__ = ['CheckpointUnit', 'CheckpointOwnerMixin', 'resolve_plan', 'resolve_segments',
            'reentrant_units']
@@ -45,42 +55,47 @@ class CheckpointUnit:
 
     __slots__ = ('mode', 'use_reentrant')
 
-    def __init__(self, mode=None, use_reentrant=False):
+    def __init__(self, mode: Optional[str] = None, use_reentrant: bool = False):
         self.mode = check_mode(mode, use_reentrant)
         self.use_reentrant = bool(use_reentrant)
 
-    def __call__(self, function, *args, module=None):
+    def __call__(self, function: Callable, *args: Any, module: Any = None) -> Any:
+        if _observers:  # the memory probe (see .observers); nothing to do in training
+            run = partial(self._run, function, args, module)
+            return observed('unit_call', run, self, function, args, module)
+        return self._run(function, args, module)
+
+    def _run(self, function, args, module):
         if self.mode is None or inside_segment():
             return function(*args)
         return checkpoint(function, *args, mode=self.mode, use_reentrant=self.use_reentrant,
                           module=module)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'CheckpointUnit(mode={self.mode!r}, use_reentrant={self.use_reentrant})'
 
     @classmethod
-    def from_flag(cls, with_cp, use_reentrant=False):
+    def from_flag(cls, with_cp: Union[bool, str, None],
+                  use_reentrant: bool = False) -> 'CheckpointUnit':
         """mmdet's ``with_cp`` bool (or a mode string) as a unit."""
         if isinstance(with_cp, bool):
             return cls('full' if with_cp else None, use_reentrant)
         return cls(with_cp, use_reentrant)
 
 
-def _collect(module, prefix, units):
-    local = getattr(module, '_checkpoint_units', None)
-    if callable(local):
-        for name, unit in local():
-            units[prefix + name] = unit
-    for child_name, child in module.named_children():
-        _collect(child, f'{prefix}{child_name}.', units)
-
-
 def _owners(module, prefix=''):
-    """``(prefix, owner)`` of every module under ``module`` that lists units of its own."""
-    if callable(getattr(module, '_checkpoint_units', None)):
+    """``(prefix, owner)`` of every checkpoint owner under ``module``, itself included."""
+    if isinstance(module, CheckpointOwnerMixin):
         yield prefix, module
     for child_name, child in module.named_children():
         yield from _owners(child, f'{prefix}{child_name}.')
+
+
+def _chains(module):
+    """``(prefix, chain of ChainStep)`` of every owner under ``module``, in execution order."""
+    for prefix, owner in _owners(module):
+        for chain in owner._checkpoint_steps():
+            yield prefix, chain
 
 
 def _close_matches(key, names):
@@ -97,7 +112,7 @@ def _matches(key, names):
     return [n for n in names if n == key or n.startswith(key + '.')]
 
 
-def resolve_plan(plan, units):
+def resolve_plan(plan: Mapping, units: Mapping[str, CheckpointUnit]) -> Dict[str, Optional[str]]:
     """``{unit name: mode}`` for the units ``plan`` names; later keys override earlier ones.
 
     A key is a unit name (``backbone.layer3.4``), an owner or stage prefix (``neck``,
@@ -125,28 +140,31 @@ def resolve_plan(plan, units):
 class CheckpointOwnerMixin:
     """Owns checkpoint units: backbones, necks, heads and the models built from them.
 
-    Subclasses list their own units by overriding :meth:`_checkpoint_units`; units of child
-    owners are found by walking the children, so a model needs no code of its own.
+    Subclasses describe their own units by overriding :meth:`_checkpoint_steps`; units of
+    child owners are found by walking the children, so a model needs no code of its own.
     """
 
-    def _checkpoint_units(self):
-        """``(local name, CheckpointUnit)`` pairs in execution order; none by default."""
-        return ()
+    def _checkpoint_steps(self) -> List[List[ChainStep]]:
+        """This owner's units as chains of :class:`~.segments.ChainStep`, in execution order:
+        the one description that the forward runs (:meth:`_run_chain`) and that units, chains
+        and exits are derived from. A chain of one step is a unit that no segment can include.
+        None by default."""
+        return []
 
-    def checkpoint_units(self):
+    def checkpoint_units(self) -> 'OrderedDict[str, CheckpointUnit]':
         """``OrderedDict`` of every unit in this module and its children, dotted name ->
         :class:`CheckpointUnit`, in execution order (e.g. ``backbone.stem``,
         ``backbone.layer1.0`` ... ``neck.level2`` ... ``bbox_head.level0``)."""
-        units = OrderedDict()
-        _collect(self, '', units)
-        return units
+        return OrderedDict((prefix + step.name, step.unit) for prefix, chain in _chains(self)
+                           for step in chain)
 
-    def checkpoint_plan(self):
+    def checkpoint_plan(self) -> 'OrderedDict[str, Optional[str]]':
         """The plan in force: ``OrderedDict`` unit name -> mode (None for plain), every unit.
         ``set_checkpoint_plan`` accepts it as it is."""
         return OrderedDict((name, unit.mode) for name, unit in self.checkpoint_units().items())
 
-    def set_checkpoint_plan(self, plan):
+    def set_checkpoint_plan(self, plan: Mapping[str, Optional[str]]
+                            ) -> 'OrderedDict[str, Optional[str]]':
         """Set the modes of the units ``plan`` names, at run time (no rebuild, weights kept).
 
         Args:
@@ -170,35 +188,29 @@ class CheckpointOwnerMixin:
         return self.checkpoint_plan()
 
     # ---------------------------------------------------------------------------- segments
-    def _checkpoint_chains(self):
-        """``(local unit names, exits)`` per chain this owner runs (:meth:`_run_chain`), in
-        execution order; ``exits``: the units whose output also leaves the chain before its
-        end (a stage output). None by default."""
-        return ()
-
-    def _run_chain(self, steps, state):
+    def _run_chain(self, steps: List[ChainStep], state: Any) -> Tuple[Any, list]:
         """:func:`~.segments.run_chain` with this owner's segments."""
         return run_chain(steps, state, getattr(self, '_cp_segments', None))
 
-    def checkpoint_chains(self):
-        """The runs of consecutive units that can form segments: a list of lists of unit
-        names, in execution order (e.g. ``backbone.stem`` ... ``backbone.layer4.2``)."""
-        return [[prefix + n for n in names] for prefix, owner in _owners(self)
-                for names, _ in owner._checkpoint_chains()]
+    def checkpoint_chains(self) -> List[List[str]]:
+        """The runs of two or more consecutive units that can form segments: a list of lists
+        of unit names, in execution order (e.g. ``backbone.stem`` ... ``backbone.layer4.2``)."""
+        return [[prefix + step.name for step in chain] for prefix, chain in _chains(self)
+                if len(chain) > 1]
 
-    def checkpoint_chain_exits(self):
+    def checkpoint_chain_exits(self) -> List[str]:
         """Units of a chain whose output also leaves it before its end (stage outputs that a
         neck takes): a segment through them returns that output too."""
-        return [prefix + n for prefix, owner in _owners(self)
-                for _, exits in owner._checkpoint_chains() for n in exits]
+        return [prefix + step.name for prefix, chain in _chains(self) if len(chain) > 1
+                for step in chain[:-1] if step.leaves]
 
-    def checkpoint_segments(self):
+    def checkpoint_segments(self) -> List[List[str]]:
         """The segments in force, ``[[first unit, last unit], ...]`` in execution order;
         ``set_checkpoint_segments`` accepts it as it is."""
         return [[prefix + a, prefix + b] for prefix, owner in _owners(self)
                 for a, b in getattr(owner, '_cp_segments', {}).items()]
 
-    def set_checkpoint_segments(self, segments):
+    def set_checkpoint_segments(self, segments: Sequence[Sequence[str]]) -> List[List[str]]:
         """Run each ``[first, last]`` span of consecutive units of one chain under one
         ``'full'`` checkpoint that keeps only its inputs; replaces the segments in force
         (``[]`` removes them). The units' own modes apply again outside segments.
@@ -211,9 +223,9 @@ class CheckpointOwnerMixin:
                 raises.
         """
         spans = resolve_segments(segments, self.checkpoint_units(), self.checkpoint_chains())
+        owner_of = {prefix + step.name: prefix for prefix, chain in _chains(self)
+                    for step in chain}
         owners = list(_owners(self))
-        owner_of = {prefix + n: prefix for prefix, owner in owners
-                    for names, _ in owner._checkpoint_chains() for n in names}
         local = {prefix: {} for prefix, _ in owners}
         for first, last in spans:
             prefix = owner_of[first]
@@ -229,7 +241,8 @@ def _describe_chains(chains):
     return 'chains: ' + ', '.join(f'{c[0]}..{c[-1]} ({len(c)} units)' for c in chains)
 
 
-def resolve_segments(segments, units, chains):
+def resolve_segments(segments: Sequence[Sequence[str]], units: Mapping[str, CheckpointUnit],
+                     chains: List[List[str]]) -> List[Tuple[str, str]]:
     """``[(first, last)]`` in execution order, checked against ``units`` and ``chains``."""
     if isinstance(segments, (str, Mapping)) or not isinstance(segments, (list, tuple)):
         raise TypeError(f'checkpoint segments are a list of [first unit, last unit] pairs, got '
@@ -263,7 +276,7 @@ def resolve_segments(segments, units, chains):
     return [s for *_, s in spans]
 
 
-def reentrant_units(model):
+def reentrant_units(model: nn.Module) -> List[str]:
     """Names of the units of ``model`` that checkpoint with the reentrant implementation
     (a segment uses its first unit's)."""
     owner = getattr(model, 'module', model)  # a DDP wrapper

@@ -15,19 +15,38 @@ in which the steps' own units run plainly. A segment returns only the tensors it
 state it leaves and the ``out`` of each of its steps.
 """
 import threading
-from collections import namedtuple
 from contextlib import contextmanager
 from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
 from .functional import checkpoint
 
-__all__ = ['ChainStep', 'chain_step', 'unit_step', 'run_chain', 'inside_segment']
+if TYPE_CHECKING:
+    from .plan import CheckpointUnit
 
-#: ``name``: the unit's local name; ``unit``: its CheckpointUnit; ``fn(state, *args)`` returns
-#: ``(state, out)``; ``module``: the module(s) whose parameters and BatchNorms ``fn`` uses
-ChainStep = namedtuple('ChainStep', 'name unit fn module args', defaults=((), ))
+__all__ = ['ChainStep', 'chain_step', 'unit_step', 'chain_and_rest', 'run_chain',
+           'inside_segment']
+
+
+class ChainStep(NamedTuple):
+    """One checkpoint unit of an owner's chain, and how to run it.
+
+    ``fn(state, *args)`` returns ``(state, out)``; ``module``: the module(s) whose parameters
+    and BatchNorms ``fn`` uses; ``args``: tensors from outside the chain (an FPN level's
+    backbone feature); ``leaves``: the step's output also leaves the chain before its end (a
+    stage output, or a dense layer's feature kept in the state to its block's end), so a
+    segment that ends after it returns it too.
+    """
+
+    name: str
+    unit: 'CheckpointUnit'
+    fn: Callable[..., tuple]
+    module: Any
+    args: tuple = ()
+    leaves: bool = False
+
 
 _local = threading.local()
 
@@ -37,20 +56,29 @@ def _call_step(call, emit, state, *args):
     return state, (state if emit else None)
 
 
-def chain_step(name, unit, call, module, emit=False, args=()):
+def chain_step(name: str, unit: 'CheckpointUnit', call: Callable, module: Any,
+               emit: bool = False, args: tuple = ()) -> ChainStep:
     """The common step: ``state = call(state, *args)``, which also leaves the chain when
     ``emit`` (a stage output)."""
-    return ChainStep(name, unit, partial(_call_step, call, emit), module, args)
+    return ChainStep(name, unit, partial(_call_step, call, emit), module, args, emit)
 
 
-def unit_step(name, unit, function, module=None, emit=False):
+def unit_step(name: str, unit: 'CheckpointUnit', function: Callable, module: Any = None,
+              emit: bool = False) -> ChainStep:
     """A step that runs ``function`` through its unit: ``state = unit(function, state)``;
     ``module`` defaults to ``function`` (a module)."""
     module = function if module is None else module
     return chain_step(name, unit, partial(unit, function, module=module), module, emit)
 
 
-def inside_segment():
+def chain_and_rest(steps: List[ChainStep], stop: int) -> List[List[ChainStep]]:
+    """``steps[:stop]`` as the chain the forward runs, then each later step alone: units that
+    this configuration never runs (past the last output taken), listed so that plans may name
+    them and no segment may include them."""
+    return [steps[:stop]] + [[step] for step in steps[stop:]]
+
+
+def inside_segment() -> bool:
     """True while a segment runs: its units then run plainly (see ``CheckpointUnit``)."""
     return getattr(_local, 'depth', 0) > 0
 
@@ -145,7 +173,8 @@ def _run_segment(steps, state):
     return segment.result(made, flat)
 
 
-def run_chain(steps, state, segments=None):
+def run_chain(steps: List[ChainStep], state: Any,
+              segments: Optional[Dict[str, str]] = None) -> Tuple[Any, list]:
     """Run ``steps`` (:class:`ChainStep`) from ``state``; ``(final state, [out per step])``.
 
     ``segments``: ``{first step name: last step name}``, the segments in force (checked by

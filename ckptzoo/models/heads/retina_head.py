@@ -7,7 +7,7 @@ covering that level's two towers and ``retina_cls`` / ``retina_reg``."""
 import torch.nn as nn
 
 from ...registry import MODELS
-from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit
+from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit, unit_step
 from ..utils import ConvModule
 from .anchor_head import AnchorHead
 
@@ -51,9 +51,10 @@ class RetinaHead(CheckpointOwnerMixin, AnchorHead):
         self.level_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
                             for _ in range(self.prior_generator.num_levels)]
 
-    def _checkpoint_units(self):
-        for i, unit in enumerate(self.level_units):
-            yield f'level{i}', unit
+    def _checkpoint_steps(self):
+        """A chain of one step per level: the levels are independent, no segment spans them."""
+        return [[unit_step(f'level{i}', unit, self.forward_single, self)]
+                for i, unit in enumerate(self.level_units)]
 
     def _init_layers(self):
         self.relu = nn.ReLU(inplace=True)

@@ -121,27 +121,19 @@ class FPN(CheckpointOwnerMixin, nn.Module):
                             for _ in range(len(self.fpn_convs))]
         apply_init_cfg(self, init_cfg)
 
-    def _checkpoint_units(self):
+    def _checkpoint_steps(self, inputs=None):
+        """Two chains: the backbone levels top-down (the state: the merged lateral passed
+        down), then the extra levels; every level's output leaves. ``inputs``: the backbone
+        features the former take (None: the description alone)."""
         used = len(self.lateral_convs)
-        for i in list(range(used - 1, -1, -1)) + list(range(used, len(self.fpn_convs))):
-            yield f'level{i}', self.level_units[i]
-
-    def _chain_steps(self, inputs=None):
-        """(top-down steps, extra-level steps); ``inputs``: the backbone features they take."""
-        used = len(self.lateral_convs)
-        feat = (lambda i: (inputs[i + self.start_level], )) if inputs is not None else \
-            (lambda i: ())
         down = [ChainStep(f'level{i}', self.level_units[i], partial(self._level_step, i),
-                          [self.lateral_convs[i], self.fpn_convs[i]], feat(i))
+                          [self.lateral_convs[i], self.fpn_convs[i]], leaves=True,
+                          args=() if inputs is None else (inputs[i + self.start_level], ))
                 for i in range(used - 1, -1, -1)]
         extra = [ChainStep(f'level{i}', self.level_units[i], partial(self._extra_step, i),
-                           self.fpn_convs[i]) for i in range(used, len(self.fpn_convs))]
-        return down, extra
-
-    def _checkpoint_chains(self):
-        for steps in self._chain_steps():
-            if len(steps) > 1:
-                yield [s.name for s in steps], [s.name for s in steps[:-1]]
+                           self.fpn_convs[i], leaves=True)
+                 for i in range(used, len(self.fpn_convs))]
+        return [down, extra]
 
     def init_weights(self):
         """Load a ``Pretrained`` init_cfg; the other kinds were applied at construction."""
@@ -184,7 +176,7 @@ class FPN(CheckpointOwnerMixin, nn.Module):
         if len(inputs) != len(self.in_channels):
             raise ValueError(f'FPN expects {len(self.in_channels)} inputs (in_channels), '
                              f'got {len(inputs)}')
-        down, extra = self._chain_steps(inputs)
+        down, extra = self._checkpoint_steps(inputs)
         _, outs = self._run_chain(down, None)
         outs[0], top_lateral = outs[0]
         outs = outs[::-1]  # run top-down, returned bottom-up

@@ -89,17 +89,25 @@ class OptimizerHook(Hook):
             self._pending_grads = None
 
     def after_train_iter(self, runner):
+        self.backward_and_step(runner)
+
+    def backward_and_step(self, runner, loss_factor=None, step=None):
+        """Backward of ``runner.outputs['loss']`` divided by ``loss_factor`` and, when ``step``,
+        the step routine; None takes them from the runner's position (:meth:`loss_factor`,
+        :meth:`is_step_iter`). The way to step on demand outside the training loop: the memory
+        planner's probe steps pass ``cumulative_iters`` and True, so that every probe step
+        steps as a window's last iteration does, wherever the runner stands."""
         if self.check_finite:
             check_finite_loss(runner)
         loss = runner.outputs['loss']
-        factor = self.loss_factor(runner)
+        factor = self.loss_factor(runner) if loss_factor is None else loss_factor
         if factor != 1:
             loss = loss / factor
         if self.detect_anomalous_params:
             self._detect_anomalous_params(loss, runner)
         self.scale_loss(loss).backward()
         self._after_backward(runner)
-        if self.is_step_iter(runner):
+        if self.is_step_iter(runner) if step is None else step:
             self._step(runner)
 
     def _after_backward(self, runner):
