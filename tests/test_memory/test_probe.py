@@ -69,6 +69,37 @@ def test_selective_is_priced_by_its_recompute(detector_run):
             assert 1e-6 < seconds < 10 * unit.fwd_time + 0.05, unit.name
 
 
+def test_probe_patches_nothing(detector_run):
+    """The probe watches the units through ``checkpointing.observe`` (beside another observer)
+    and steps through ``OptimizerHook.backward_and_step``: no class attribute and no attribute
+    of the optimizer hook is replaced while it runs."""
+    from ckptzoo.models.checkpointing import CheckpointObserver, CheckpointUnit, observe
+    from ckptzoo.models.checkpointing.functional import _Recompute
+    from ckptzoo.runner.hooks.optimizer import OptimizerHook
+    run, batch, _ = detector_run
+    hook = next(h for h in run.runner.hooks if isinstance(h, OptimizerHook))
+    classes = {cls: dict(vars(cls)) for cls in (CheckpointUnit, _Recompute, *type(hook).__mro__)}
+    attributes = dict(vars(hook))
+    checks = []
+
+    def check(*_):
+        checks.append(all(dict(vars(c)) == v for c, v in classes.items())
+                      and vars(hook) == attributes)
+
+    class Spy(CheckpointObserver):
+        def unit_call(self, run_unit, *_):
+            check()
+            return run_unit()
+
+    handle = run.runner.optimizer.register_step_pre_hook(check)
+    try:
+        with observe(Spy()):
+            table = probe(run, batch, modes=(None, ))
+    finally:
+        handle.remove()
+    assert len(checks) > len(table.units) and all(checks)
+
+
 def test_ddp_bucket_bytes_are_the_reducers():
     """The bytes added for DDP's buckets are those torch's reducer reports (1-rank gloo in a
     subprocess); with gradient_as_bucket_view the buckets are the gradients: nothing added."""

@@ -159,6 +159,26 @@ def test_config_keys_feed_the_plan():
     assert not model.bbox_head.level_units[0].mode
 
 
+def test_backbone_with_cp_reads_the_plan_in_force():
+    """mmdet's ``with_cp`` attribute follows ``set_checkpoint_plan`` instead of keeping the
+    constructor's value: True when every unit of the backbone is checkpointed (as a block's
+    ``with_cp`` reads its unit); it cannot be set."""
+    for model in (ResNet(18, base_channels=4, with_cp=True),
+                  DenseNet(TINY_DENSE, with_cp=True),
+                  SwinTransformer(TINY_SWIN, window_size=2, out_indices=(2, ), with_cp=True)):
+        assert model.with_cp is True
+        model.set_checkpoint_plan({'*': None})
+        assert model.with_cp is False
+        model.set_checkpoint_plan({'*': 'selective'})
+        assert model.with_cp is True
+        model.set_checkpoint_plan({next(iter(model.checkpoint_units())): None})
+        assert model.with_cp is False
+        with pytest.raises(AttributeError, match=r"with_cp reads the checkpoint units' modes "
+                                                 r'and cannot be set .*set_checkpoint_plan'):
+            model.with_cp = True
+    assert ResNet(18, base_channels=4, with_cp=(True, False, True, True)).with_cp is False
+
+
 def test_set_plan_at_run_time_keeps_weights_and_modules():
     model = _model('detector')
     state = {k: v.clone() for k, v in model.state_dict().items()}

@@ -62,6 +62,30 @@ def test_accumulation_with_remainder_equals_mixed_batches_iter_runner(fp16):
     torch.testing.assert_close(flat_params(acc), flat_params(ref), **tol)
 
 
+def test_backward_and_step_steps_on_demand():
+    """Outside the training loop (the memory planner's probe steps) the hook steps when asked,
+    with the loss divided as asked, although the runner stands at the first iteration of a
+    window of 4; after_train_iter at the same position does not step."""
+    batch = next(iter(loader(ToyDataset(4), 4)))
+    hook = GradientCumulativeOptimizerHook(cumulative_iters=4)
+    runners = []
+    for model in (make_model(), make_model()):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        runners.append(SimpleNamespace(model=model, optimizer=optimizer, iter=0, max_iters=8,
+                                       outputs=model.train_step(batch, optimizer)))
+    asked, ref = runners
+    hook.backward_and_step(asked, loss_factor=4, step=True)
+    (ref.outputs['loss'] / 4).backward()
+    ref.optimizer.step()
+    assert torch.equal(flat_params(asked.model), flat_params(ref.model))
+    assert not torch.equal(flat_params(asked.model), flat_params(make_model()))
+    assert all(p.grad is None for p in asked.model.parameters())  # zeroed by the step
+    asked.outputs = asked.model.train_step(batch, asked.optimizer)
+    before = flat_params(asked.model)
+    hook.after_train_iter(asked)
+    assert torch.equal(flat_params(asked.model), before)
+
+
 @pytest.mark.parametrize('max_iters,start,expected', [
     (6, 0, [3] * 6), (7, 0, [3] * 6 + [1]), (8, 0, [3] * 6 + [2, 2]), (10, 0, [3] * 9 + [1]),
     (10, 5, [3] * 4 + [1]), (6, 3, [3] * 3), (8, 3, [3] * 3 + [2, 2])])
