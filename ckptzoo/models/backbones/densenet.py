@@ -157,7 +157,8 @@ class DenseNet(BaseBackbone):
         norm_eval (bool): keep BatchNorm layers in eval mode while training.
         with_cp (bool | tuple[bool]): ``'full'`` checkpointing for all dense blocks or one flag
             per block; the stem follows the first block's flag, a transition (norm5 for the
-            last block) its block's flag. ``set_checkpoint_plan`` changes modes later.
+            last block) its block's flag. ``set_checkpoint_plan`` changes modes later; the
+            attribute ``with_cp`` reads them (:attr:`BaseBackbone.with_cp`).
         cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
         init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH or 'torchvision://NAME')``.
     """

@@ -150,7 +150,8 @@ class ResNet(BaseBackbone):
         depth (int): 18, 34 (BasicBlock), 50, 101, 152 (Bottleneck).
         with_cp (bool | tuple[bool]): ``'full'`` checkpointing of the units, for all stages
             or per stage; the stem follows the first stage's flag. Modes can be changed later
-            with ``set_checkpoint_plan``.
+            with ``set_checkpoint_plan``; the attribute ``with_cp`` reads them (True when
+            every unit is checkpointed: :attr:`BaseBackbone.with_cp`).
         cp_use_reentrant (bool): use torch's reentrant checkpoint instead of the default
             non-reentrant one (which also checkpoints a trainable block behind a frozen stage).
         frozen_stages (int): stages to freeze (stem and the first ``frozen_stages`` stages);

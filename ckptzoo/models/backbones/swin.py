@@ -260,7 +260,8 @@ class SwinTransformer(BaseBackbone):
             stages (with the patch merging that ends each) and their output norms (mmdet's).
         with_cp (bool | tuple[bool]): ``'full'`` checkpointing of every block, the patch
             merging and (stage 0) the patch embedding; for all stages or one flag per stage.
-            ``set_checkpoint_plan`` changes modes later.
+            ``set_checkpoint_plan`` changes modes later; the attribute ``with_cp`` reads them
+            (:attr:`BaseBackbone.with_cp`).
         cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
         convert_weights (bool | str): ``True`` or ``'official'``: ``init_cfg`` is an official
             Swin checkpoint (mmdet 2.x's meaning); ``'torchvision'``: a torchvision one;

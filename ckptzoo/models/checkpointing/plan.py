@@ -12,9 +12,9 @@ describes its units once, by overriding ``_checkpoint_steps``: its chains of
 the chain), in execution order, the way its forward runs them. Everything else is derived from
 that description: ``checkpoint_units()`` joins the steps' names with the owners' attribute
 paths (``backbone.layer3.4``, ``neck.level2``, ``bbox_head.level0``), ``checkpoint_chains()``
-and ``checkpoint_chain_exits()`` read the chains. A unit that no chain of two or more shares
-(a RetinaHead level) is a chain of one step. A plan, ``{name_or_glob: mode}``, changes modes at
-run time: no rebuild, weights untouched.
+and ``checkpoint_chain_exits()`` read the chains. A unit that shares no chain with others (a
+RetinaHead level, a DenseNet unit past the last output) is a chain of one step. A plan,
+``{name_or_glob: mode}``, changes modes at run time: no rebuild, weights untouched.
 
 Segments (:mod:`.segments`): a *segment*, ``[first, last]`` unit names of one chain, runs those
 steps under one ``'full'`` checkpoint that keeps only the segment's inputs; the inner units run
