@@ -140,6 +140,46 @@ def test_resume_removes_recorded_best(tmp_path):
     assert _best_files(tmp_path) == ['best_acc_epoch_3.pth']
 
 
+def test_resume_keeps_best_of_another_run(tmp_path):
+    """Run B resumed from run A's checkpoint, and a copy of run A's work dir resumed in the
+    copy: run A's best checkpoint stays; its score carries over (mmcv); B's best goes to B."""
+    run_a = tmp_path / 'run_a'
+    run_a.mkdir()
+    (run_a / 'best_acc_epoch_1.pth').write_text('run A')
+    for work in ('run_b', 'run_a_copy'):
+        work_dir = tmp_path / work
+        work_dir.mkdir()
+        if work == 'run_a_copy':
+            (work_dir / 'best_acc_epoch_1.pth').write_text('run A')
+        meta = dict(hook_msgs=dict(best_score=0.5,
+                                   best_ckpt=str(run_a / 'best_acc_epoch_1.pth')))
+        hook, _ = _hook([{'acc': 0.4}, {'acc': 0.7}, {'acc': 0.8}], save_best='acc')
+        runner = FakeRunner(work_dir, meta=meta, name=work)
+        runner.epoch = runner.iter = 1  # resumed after epoch 1
+        runner.register_hook(hook, 'LOW')
+        runner.run_epochs([0], max_epochs=4)
+        assert (run_a / 'best_acc_epoch_1.pth').read_text() == 'run A'
+        own = ['best_acc_epoch_1.pth'] if work == 'run_a_copy' else []
+        assert _best_files(work_dir) == own + ['best_acc_epoch_4.pth']  # 0.4 < 0.5 saved none
+        assert runner.meta['hook_msgs']['best_score'] == 0.8
+        assert runner.meta['hook_msgs']['best_ckpt'] == str(work_dir / 'best_acc_epoch_4.pth')
+        assert any('is not in this run\'s out_dir' in m and 'left in place' in m
+                   for m in runner.log_handler.messages)
+
+
+def test_best_in_another_out_dir_is_not_removed(tmp_path):
+    """The same with out_dir set: the recorded best under the work_dir is another place."""
+    (tmp_path / 'best_acc_epoch_1.pth').write_text('kept')
+    meta = dict(hook_msgs=dict(best_score=0.5, best_ckpt=str(tmp_path / 'best_acc_epoch_1.pth')))
+    hook, _ = _hook([{'acc': 0.7}], save_best='acc', out_dir=str(tmp_path / 'out'))
+    runner = FakeRunner(tmp_path, meta=meta)
+    runner.epoch = runner.iter = 1
+    runner.register_hook(hook, 'LOW')
+    runner.run_epochs([0], max_epochs=2)
+    assert (tmp_path / 'best_acc_epoch_1.pth').read_text() == 'kept'
+    assert _best_files(tmp_path / 'out' / tmp_path.name) == ['best_acc_epoch_2.pth']
+
+
 def test_results_are_logged_as_val(tmp_path):
     hook, _ = _hook([{'bbox_mAP': 0.25}])
     runner = FakeRunner(tmp_path)
