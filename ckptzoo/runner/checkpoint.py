@@ -85,6 +85,7 @@ def resolve_checkpoint_path(filename):
                 f'at run time: download it on a machine with internet access and put it at '
                 f'{path} (or give a local path instead)')
         return path
+    filename = osp.expanduser(filename)  # as mmcv's load_from_local
     if not osp.isfile(filename):
         what = filename if name == filename else f'{name} ({filename})'
         raise FileNotFoundError(f'checkpoint file not found: {what}')

@@ -80,6 +80,19 @@ def test_runner_constructor_checks(tmp_path):
         runner.run([loader(ToyDataset(4), 1)], [('test', 1)])
 
 
+def test_runner_work_dir_empty_is_an_error_and_tilde_is_home(tmp_path, monkeypatch):
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+    monkeypatch.chdir(tmp_path)
+    model = make_model()
+    with pytest.raises(ValueError, match=r"work_dir is empty \(''\)"):
+        IterBasedRunner(model, work_dir='', max_iters=2, logger=quiet_logger())
+    runner = IterBasedRunner(model, work_dir='~/runs/x', max_iters=2, logger=quiet_logger())
+    assert runner.work_dir == str(tmp_path / 'home' / 'runs' / 'x')
+    assert os.listdir(tmp_path) == ['home']  # no literal ./~
+    torch.save(dict(state_dict=model.state_dict()), tmp_path / 'home' / 'w.pth')
+    assert resolve_checkpoint_path('~/w.pth') == str(tmp_path / 'home' / 'w.pth')
+
+
 def test_hook_priorities_order():
     from ckptzoo.runner import Hook
     runner = IterBasedRunner(make_model(), max_iters=1, logger=quiet_logger())
