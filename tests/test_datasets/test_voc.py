@@ -4,7 +4,8 @@ import cv2
 import numpy as np
 import pytest
 
-from ckptzoo.datasets import ConcatDataset, RepeatDataset, VOCDataset, build_dataset
+from ckptzoo.datasets import (ConcatDataset, RepeatDataset, VOCDataset, build_dataloader,
+                              build_dataset)
 
 CLASSES = ('cat', 'dog', 'person')
 
@@ -151,6 +152,31 @@ def test_zero_image_size_in_xml_is_an_error(tmp_path):
         [_obj('cat', (1, 1, 10, 10))], size=(0, 0)), None)})
     with pytest.raises(ValueError, match=r'nosize\.xml.*<size> gives a 0x0 image'):
         _ds(prefix, ann)
+
+
+def test_empty_image_list_is_an_error_naming_the_file(tmp_path):
+    prefix, ann = _write_voc(tmp_path, 'VOC2007', {})  # an empty ImageSets/Main/trainval.txt
+    for test_mode in (False, True):
+        with pytest.raises(ValueError, match=f"VOCDataset: the annotation file '{ann}' lists "
+                                             f"no images"):
+            _ds(prefix, ann, test_mode=test_mode)
+
+
+def test_every_image_filtered_out_is_an_error_saying_why(tmp_path):
+    prefix, ann = _write_voc(tmp_path, 'VOC2007', {
+        'horse': (_xml([_obj('horse', (1, 1, 10, 10))]), None),      # no object of CLASSES
+        'tiny': (_xml([_obj('dog', (1, 1, 10, 10))], size=(50, 20)), None)})  # 20 px < 32
+    ds = build_dataset(dict(type='RepeatDataset', times=2, dataset=dict(
+        type='VOCDataset', ann_file=ann, img_prefix=prefix, classes=CLASSES, pipeline=[])))
+    assert len(ds) == 0  # empty, as mmdet; the loader (before training) says why
+    with pytest.raises(ValueError) as err:
+        build_dataloader(ds, samples_per_gpu=2, workers_per_gpu=0, seed=0)
+    assert str(err.value) == (
+        f"VOCDataset: all 2 images of '{ann}' are filtered out for training: 1 have a short "
+        f"side below 32 px; 1 have no object of the classes ('cat', 'dog', 'person') and "
+        f"filter_empty_gt=True drops them. Check the classes and the annotations, or set "
+        f"filter_empty_gt=False to keep images without objects")
+    assert len(_ds(prefix, ann, filter_empty_gt=False)) == 1  # the 100x80 one
 
 
 def test_year_and_classes(tmp_path, voc):
