@@ -12,6 +12,7 @@ from ckptzoo.apis import collect_results, multi_gpu_test, single_gpu_test
 from ckptzoo.registry import build_hook
 from ckptzoo.runner.hooks import CheckpointHook, DistEvalHook, EvalHook, TextLoggerHook
 from tests.test_runner.hook_fakes import FakeRunner
+from tests.test_runner.toy import ToyDataset, loader, make_model, quiet_logger
 
 
 class ScoredDataset(Dataset):
@@ -165,6 +166,31 @@ def test_resume_keeps_best_of_another_run(tmp_path):
         assert runner.meta['hook_msgs']['best_ckpt'] == str(work_dir / 'best_acc_epoch_4.pth')
         assert any('is not in this run\'s out_dir' in m and 'left in place' in m
                    for m in runner.log_handler.messages)
+
+
+def test_resume_from_another_runs_checkpoint_with_the_real_runner(tmp_path):
+    """`--resume-from run_a/epoch_2.pth` in run B: the best path comes out of the checkpoint
+    (epoch_1.pth is saved before the evaluation of epoch 1, as in mmcv)."""
+    from ckptzoo.runner import EpochBasedRunner
+
+    def run(work_dir, scores, resume=None):
+        model = make_model()
+        runner = EpochBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=.01),
+                                  work_dir=str(work_dir), logger=quiet_logger(), max_epochs=3,
+                                  meta=dict())
+        runner.register_training_hooks(None, dict(), dict(interval=1))
+        runner.register_hook(_hook(scores, save_best='acc')[0], 'LOW')
+        if resume:
+            runner.resume(resume)
+        runner.run([loader(ToyDataset(2), 1)], [('train', 1)])
+        return runner
+
+    run(tmp_path / 'a', [{'acc': s} for s in (0.5, 0.3, 0.4)])
+    assert _best_files(tmp_path / 'a') == ['best_acc_epoch_1.pth']
+    runner = run(tmp_path / 'b', [{'acc': 0.9}], resume=str(tmp_path / 'a' / 'epoch_2.pth'))
+    assert _best_files(tmp_path / 'a') == ['best_acc_epoch_1.pth']  # run A's best is kept
+    assert _best_files(tmp_path / 'b') == ['best_acc_epoch_3.pth']
+    assert runner.meta['hook_msgs']['best_score'] == 0.9
 
 
 def test_best_in_another_out_dir_is_not_removed(tmp_path):
