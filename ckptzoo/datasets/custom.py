@@ -143,14 +143,16 @@ class CustomDataset(Dataset):
         total = len(self.data_infos)
         small = sum(min(i['width'], i['height']) < self.min_img_size for i in self.data_infos)
         why = [f'{small} have a short side below {self.min_img_size} px'] if small else []
+        advice = 'Check the image sizes in the annotations'
         if total > small:
             classes = list(self.CLASSES or ())
             shown = ', '.join(map(repr, classes[:5])) + (', ...' if len(classes) > 5 else '')
             why.append(f'{total - small} have no object of the classes ({shown}) and '
                        f'filter_empty_gt=True drops them')
+            advice = ('Check the classes and the annotations, or set filter_empty_gt=False to '
+                      'keep images without objects')
         return (f'{type(self).__name__}: all {total} images of {self.ann_file!r} are filtered '
-                f'out for training: {"; ".join(why)}. Check the classes and the annotations, or '
-                f'set filter_empty_gt=False to keep images without objects')
+                f'out for training: {"; ".join(why)}. {advice}')
 
     def _set_group_flag(self):
         self.flag = np.zeros(len(self), dtype=np.uint8)

@@ -107,7 +107,7 @@ def test_empty_or_all_filtered_images_name_the_file(coco_root, tmp_path):
                     classes=SHAPES)
     with pytest.raises(ValueError, match=r"all 8 images of '.*instances_val2017.json' are "
                                          r"filtered out for training: 8 have a short side "
-                                         r"below 100 px\. "):
+                                         r"below 100 px\. Check the image sizes"):
         build_dataloader(_dataset(coco_root, min_size=100), 2, 0, seed=0)
 
 
