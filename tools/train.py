@@ -16,6 +16,8 @@ from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget  # noqa: E402
 from ckptzoo.runner import init_dist  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
+from ckptzoo.runner.work_dir import check_work_dir  # noqa: E402
+from ckptzoo.utils.config_dump import config_dump_path  # noqa: E402
 from ckptzoo.utils.logger import get_root_logger  # noqa: E402
 
 
@@ -76,6 +78,8 @@ def main(argv=None):
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    cfg.work_dir = check_work_dir(cfg.work_dir, '--work-dir' if args.work_dir is not None
+                                  else f'work_dir in {args.config}')
     if args.resume_from is not None:
         cfg.resume_from = args.resume_from
     if args.load_from is not None:
@@ -98,11 +102,15 @@ def main(argv=None):
     rank, world_size = get_dist_info()
 
     os.makedirs(osp.abspath(cfg.work_dir), exist_ok=True)
-    if rank == 0:
-        cfg.dump(osp.join(cfg.work_dir, osp.basename(args.config)))
     timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
+    dump_file, source = config_dump_path(args.config, cfg.work_dir, timestamp)
+    if rank == 0:
+        cfg.dump(dump_file)  # never over the config file or its _base_ files
     log_file = osp.join(cfg.work_dir, f'{timestamp}.log')
     logger = get_root_logger(log_file=log_file, log_level=cfg.get('log_level', 'INFO'))
+    if source is not None:
+        logger.info(f'The merged config is saved as {dump_file}: {source} is a file the config '
+                    'is read from, which is never overwritten')
 
     meta = dict()
     meta['env_info'] = f'torch {torch.__version__}, ckptzoo {ckptzoo.__version__}, ' \

@@ -13,6 +13,7 @@ from ..registry import build_optimizer, build_runner
 from ..runner import EpochBasedRunner, MMDistributedDataParallel
 from ..runner.checkpoint import find_latest_checkpoint
 from ..runner.hooks import Hook
+from ..runner.work_dir import check_work_dir, expand_path
 
 __all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
            'prepare_synthetic_data', 'auto_scale_lr', 'apply_checkpoint_plan',
@@ -217,6 +218,8 @@ def build_training(cfg, model=None, datasets=None, distributed=False, validate=F
     from ..datasets import build_dataloader, build_dataset
     from ..runner.hooks import DistEvalHook, DistSamplerSeedHook, EvalHook
 
+    if cfg.get('work_dir') is not None:  # '~' expanded, '' refused, before anything writes
+        cfg.work_dir = check_work_dir(cfg.work_dir)
     if model is None:
         model = build_train_model(cfg)
     if datasets is None:
@@ -283,6 +286,9 @@ def build_training(cfg, model=None, datasets=None, distributed=False, validate=F
 def train_model(model, dataset, cfg, distributed=False, validate=False, timestamp=None,
                 meta=None, logger=None):
     """Train ``model`` on ``dataset`` (a dataset or a list, one per workflow phase)."""
+    for key in ('resume_from', 'load_from'):  # '~' expanded; '' is an error, not "none"
+        if cfg.get(key) is not None:
+            cfg[key] = expand_path(cfg[key], key, 'a checkpoint file (or None)')
     run = build_training(cfg, model, dataset, distributed=distributed, validate=validate,
                          timestamp=timestamp, meta=meta, logger=logger)
     resume_from = cfg.get('resume_from')

@@ -248,6 +248,14 @@ def worker_init_fn(worker_id, num_workers, rank, seed):
     torch.manual_seed(worker_seed)
 
 
+def _empty_reasons(dataset):
+    """The ``empty_reason`` of an empty dataset, or of the parts of an empty wrapper."""
+    if getattr(dataset, 'empty_reason', None):
+        return [dataset.empty_reason]
+    parts = getattr(dataset, 'datasets', None) or [getattr(dataset, 'dataset', None)]
+    return [r for part in parts if part is not None for r in _empty_reasons(part)]
+
+
 def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist=False,
                      shuffle=True, seed=None, drop_last=False, persistent_workers=False,
                      **kwargs):
@@ -263,6 +271,9 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
     (the ``DistSamplerSeedHook`` does). With ``seed``, each worker is seeded by
     ``worker_init_fn``. ``persistent_workers`` only applies when there are workers.
     """
+    if len(dataset) == 0:  # the samplers would fail with "need at least one array ..."
+        raise ValueError(' '.join(_empty_reasons(dataset)) or
+                         f'cannot build a data loader over an empty dataset ({dataset!r})')
     rank, world_size = get_dist_info()
     if dist:
         batch_size, num_workers = samples_per_gpu, workers_per_gpu

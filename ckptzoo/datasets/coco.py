@@ -160,7 +160,7 @@ class CocoDataset(CustomDataset):
     def __init__(self, ann_file, pipeline, min_size=32, **kwargs):
         if not isinstance(min_size, numbers.Real) or isinstance(min_size, bool) or min_size < 0:
             raise ValueError(f'min_size must be a non-negative number, got {min_size!r}')
-        self.min_size = min_size
+        self.min_size = self.min_img_size = min_size
         self._file_client_args = kwargs.get('file_client_args', dict(backend='disk'))
         super().__init__(ann_file, pipeline, **kwargs)
 

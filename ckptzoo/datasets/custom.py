@@ -36,7 +36,17 @@ class CustomDataset(Dataset):
     In training, images with a short side < 32 px (and, for subclasses that can tell, images
     without a gt box) are dropped, and ``flag`` groups images by aspect ratio (1 if w / h > 1)
     for ``GroupSampler``.
+
+    Fix over mmdet 2.x (which failed in the sampler with numpy's "need at least one array to
+    concatenate"): an annotation file listing no image is an error naming it when the dataset is
+    built; a training set whose images are all filtered out is empty, and ``build_dataloader``
+    refuses it with ``empty_reason``, which names the file and why.
     """
+
+    #: the shortest image side kept in training (mmdet 2.x's fixed 32; CocoDataset's min_size)
+    min_img_size = 32
+    #: why the dataset is empty (every image filtered out), for the data loader's error
+    empty_reason = None
 
     CLASSES = None
     #: +1 in box widths/heights when evaluating (mmdet 2.x: False here, True for VOC).
@@ -71,11 +81,16 @@ class CustomDataset(Dataset):
                 self.proposal_file = osp.join(self.data_root, self.proposal_file)
 
         self.data_infos = self.load_annotations(self.ann_file)
+        if not self.data_infos:
+            raise ValueError(f'{type(self).__name__}: the annotation file {self.ann_file!r} '
+                             f'lists no images')
         self.proposals = (self.load_proposals(self.proposal_file)
                           if self.proposal_file is not None else None)
 
         if not test_mode:
             valid_inds = self._filter_imgs()
+            if not valid_inds:
+                self.empty_reason = self._all_filtered_message()
             self.data_infos = [self.data_infos[i] for i in valid_inds]
             if self.proposals is not None:
                 self.proposals = [self.proposals[i] for i in valid_inds]
@@ -123,6 +138,21 @@ class CustomDataset(Dataset):
             warnings.warn('CustomDataset does not support filtering empty gt images.')
         return [i for i, info in enumerate(self.data_infos)
                 if min(info['width'], info['height']) >= min_size]
+
+    def _all_filtered_message(self):
+        total = len(self.data_infos)
+        small = sum(min(i['width'], i['height']) < self.min_img_size for i in self.data_infos)
+        why = [f'{small} have a short side below {self.min_img_size} px'] if small else []
+        advice = 'Check the image sizes in the annotations'
+        if total > small:
+            classes = list(self.CLASSES or ())
+            shown = ', '.join(map(repr, classes[:5])) + (', ...' if len(classes) > 5 else '')
+            why.append(f'{total - small} have no object of the classes ({shown}) and '
+                       f'filter_empty_gt=True drops them')
+            advice = ('Check the classes and the annotations, or set filter_empty_gt=False to '
+                      'keep images without objects')
+        return (f'{type(self).__name__}: all {total} images of {self.ann_file!r} are filtered '
+                f'out for training: {"; ".join(why)}. {advice}')
 
     def _set_group_flag(self):
         self.flag = np.zeros(len(self), dtype=np.uint8)

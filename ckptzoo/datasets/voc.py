@@ -11,6 +11,13 @@ nor a false positive. ``min_size`` (training only) treats smaller boxes the same
 ``<truncated>`` is read into ``truncated`` of the annotation (mmdet ignores it) and changes
 nothing else. A missing ``<difficult>`` means 0; a missing ``<size>`` means the image is read
 to get it. Objects of a class not in ``CLASSES`` are skipped.
+
+Fix over mmdet 2.x (which trained on any box): the boxes of ``CLASSES`` objects are checked when
+the dataset is built, and a box with ``xmax <= xmin`` or ``ymax <= ymin`` (zero or negative
+area: it gives infinite regression targets) or outside the image is an error naming the XML
+file, the object and the box. VOC's indices run from 1 to the width/height, so ``xmax ==
+width`` (a box touching the border) is valid; one pixel beyond each edge (``xmin == 0``,
+``xmax == width + 1``, as 0-based or end-exclusive exports write) is tolerated.
 """
 import os.path as osp
 import xml.etree.ElementTree as ET
@@ -42,9 +49,42 @@ def _number(elem, tag, xml_path, cast):
     text = _text(elem, tag, xml_path)
     try:
         return cast(float(text)) if cast is int else cast(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # int(float('inf')) overflows
         raise ValueError(f'annotation XML {xml_path!r}: <{tag}> must be a number, '
                          f'got {text!r}') from None
+
+
+_BOX_TAGS = ('xmin', 'ymin', 'xmax', 'ymax')
+
+
+def check_boxes(root, xml_path, width, height, classes):
+    """Raise a ValueError naming the file, the object and the box for a box of a ``classes``
+    object that has no area or lies outside the ``width`` x ``height`` image (see the module
+    docstring). Objects whose box cannot be read are left to ``get_ann_info``, which says why."""
+    if width <= 0 or height <= 0:
+        raise ValueError(f'annotation XML {xml_path!r}: <size> gives a {width}x{height} image; '
+                         f'width and height must be positive (without <size> they are read '
+                         f'from the image)')
+    for index, obj in enumerate(root.findall('object')):
+        name, bnd_box = obj.findtext('name', '').strip(), obj.find('bndbox')
+        if name not in classes or bnd_box is None:
+            continue
+        try:
+            box = [_number(bnd_box, tag, xml_path, int) for tag in _BOX_TAGS]
+        except ValueError:
+            continue
+        xmin, ymin, xmax, ymax = box
+        wrong = [text for bad, text in (
+            (xmax <= xmin, 'xmax <= xmin'), (ymax <= ymin, 'ymax <= ymin'),
+            (xmin < 0 or ymin < 0, 'a negative coordinate'),
+            (xmax > width + 1, f'xmax beyond the width {width}'),
+            (ymax > height + 1, f'ymax beyond the height {height}')) if bad]
+        if wrong:
+            raise ValueError(
+                f'annotation XML {xml_path!r}: object {index} ({name!r}) has the box '
+                f'(xmin, ymin, xmax, ymax) = {tuple(box)}: {", ".join(wrong)}. A VOC box is in '
+                f'1-based pixels with 1 <= xmin < xmax <= width and 1 <= ymin < ymax <= height '
+                f'(one pixel beyond each edge is accepted: 0 .. {width + 1} x 0 .. {height + 1})')
 
 
 @DATASETS.register_module()
@@ -83,6 +123,7 @@ class XMLDataset(CustomDataset):
             else:
                 with Image.open(osp.join(self.img_prefix, filename)) as img:
                     width, height = img.size
+            check_boxes(root, xml_path, width, height, self.CLASSES)
             data_infos.append(dict(id=img_id, filename=filename, width=width, height=height))
         return data_infos
 

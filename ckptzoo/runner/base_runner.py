@@ -34,6 +34,7 @@ from .log_buffer import LogBuffer
 from .preemption import PreemptionFlag, TrainingPreempted, shield_workers
 from .priority import get_priority
 from .utils import unwrap_model
+from .work_dir import check_work_dir
 
 __all__ = ['BaseRunner']
 
@@ -72,8 +73,8 @@ class BaseRunner:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                       or value < 1):
                 raise ValueError(f'{name} must be a positive int, got {value!r}')
-        if isinstance(work_dir, str):
-            self.work_dir = osp.abspath(work_dir)
+        if isinstance(work_dir, str):  # '~' expanded; '' refused (mmcv took the current dir)
+            self.work_dir = osp.abspath(check_work_dir(work_dir))
             os.makedirs(self.work_dir, exist_ok=True)
         elif work_dir is None:
             self.work_dir = None

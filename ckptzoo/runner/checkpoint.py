@@ -85,6 +85,7 @@ def resolve_checkpoint_path(filename):
                 f'at run time: download it on a machine with internet access and put it at '
                 f'{path} (or give a local path instead)')
         return path
+    filename = osp.expanduser(filename)  # as mmcv's load_from_local
     if not osp.isfile(filename):
         what = filename if name == filename else f'{name} ({filename})'
         raise FileNotFoundError(f'checkpoint file not found: {what}')
@@ -159,7 +160,9 @@ def save_checkpoint(checkpoint, filename):
     """Write ``checkpoint`` (a dict) to ``filename`` atomically: temporary file, then rename.
 
     A full disk (ENOSPC, EDQUOT) raises ``OSError`` naming the file, the bytes it needs and the
-    bytes free; the temporary file is removed and the previous files are untouched.
+    bytes free; the temporary file is removed and the previous files are untouched. torch's zip
+    writer reports a full disk as ``RuntimeError: [enforce fail at inline_container.cc:...]``;
+    that one becomes the same ``OSError`` (other RuntimeErrors are raised as they are).
     """
     dirname = osp.dirname(osp.abspath(filename))
     os.makedirs(dirname, exist_ok=True)
@@ -170,14 +173,15 @@ def save_checkpoint(checkpoint, filename):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, filename)
-    except OSError as e:
+    except (OSError, RuntimeError) as e:
+        code = _full_disk_errno(e, tmp, dirname, checkpoint)
         if osp.exists(tmp):
             os.remove(tmp)
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if code is None:
             raise
         needed = _tensor_bytes(checkpoint)
         free = shutil.disk_usage(dirname).free
-        raise OSError(e.errno, f'{os.strerror(e.errno)} while saving checkpoint {filename}: it '
+        raise OSError(code, f'{os.strerror(code)} while saving checkpoint {filename}: it '
                       f'needs at least {_size(needed)} of tensors, {_size(free)} are free in '
                       f'{dirname}. The checkpoints saved before are intact: free some space, '
                       'then continue with --auto-resume', filename) from e
@@ -185,6 +189,31 @@ def save_checkpoint(checkpoint, filename):
         if osp.exists(tmp):
             os.remove(tmp)
         raise
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_WRITER_ERRORS = ('inline_container', 'PytorchStreamWriter')
+
+
+def _full_disk_errno(exc, tmp, dirname, checkpoint):
+    """ENOSPC / EDQUOT when ``exc`` means the disk (or quota) is full, else None.
+
+    An ``OSError`` says so by its errno, also as the cause / context of torch's writer error
+    (the writer calls the file's ``write``). A writer error without one is a full disk when,
+    with the partial file still there, less is free than the rest of the tensors plus 1 MiB.
+    """
+    chain, link = [], exc
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    for link in chain:
+        if isinstance(link, OSError) and link.errno is not None:
+            return link.errno if link.errno in _FULL else None
+    if not isinstance(exc, RuntimeError) or not any(m in str(exc) for m in _WRITER_ERRORS):
+        return None
+    written = osp.getsize(tmp) if osp.exists(tmp) else 0
+    rest = max(_tensor_bytes(checkpoint) - written, 0)
+    return errno.ENOSPC if shutil.disk_usage(dirname).free < rest + 2**20 else None
 
 
 def _size(n):

@@ -112,6 +112,13 @@ def test_build_dataset_errors():
         build_dataset(dict(type='VOCDatset'))
 
 
+def test_empty_dataset_fails_when_the_loader_is_built():
+    for dist_ in (False, True):
+        with pytest.raises(ValueError, match='cannot build a data loader over an empty '
+                                             'dataset'):
+            build_dataloader(_Toy([]), 2, 0, dist=dist_, seed=0)
+
+
 def test_shuffled_order_depends_only_on_seed_and_epoch():
     """What exact resume needs: the same (seed, epoch) gives the same batches in a new loader,
     another epoch another order; with and without a group flag."""

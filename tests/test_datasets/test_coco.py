@@ -10,7 +10,7 @@ import pytest
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from ckptzoo.datasets import CocoDataset, GroupSampler, generate_coco
+from ckptzoo.datasets import CocoDataset, GroupSampler, build_dataloader, generate_coco
 
 SHAPES = ('circle', 'square', 'triangle')  # category ids 1, 3, 5
 
@@ -94,6 +94,21 @@ def test_bad_json_names_the_file_and_entry(coco_root, tmp_path):
             CocoDataset(ann_file=path, img_prefix=osp.join(coco_root, 'val2017'), pipeline=[],
                         classes=SHAPES)
         assert 'broken.json' in str(info.value)
+
+
+def test_empty_or_all_filtered_images_name_the_file(coco_root, tmp_path):
+    def no_images(d):
+        d['images'], d['annotations'] = [], []
+
+    path = _broken(coco_root, tmp_path, no_images)
+    with pytest.raises(ValueError, match="CocoDataset: the annotation file '.*broken.json' "
+                                         "lists no images"):
+        CocoDataset(ann_file=path, img_prefix=osp.join(coco_root, 'val2017'), pipeline=[],
+                    classes=SHAPES)
+    with pytest.raises(ValueError, match=r"all 8 images of '.*instances_val2017.json' are "
+                                         r"filtered out for training: 8 have a short side "
+                                         r"below 100 px\. Check the image sizes"):
+        build_dataloader(_dataset(coco_root, min_size=100), 2, 0, seed=0)
 
 
 def _detections(ds, seed=0):

@@ -4,7 +4,8 @@ import cv2
 import numpy as np
 import pytest
 
-from ckptzoo.datasets import ConcatDataset, RepeatDataset, VOCDataset, build_dataset
+from ckptzoo.datasets import (ConcatDataset, RepeatDataset, VOCDataset, build_dataloader,
+                              build_dataset)
 
 CLASSES = ('cat', 'dog', 'person')
 
@@ -110,6 +111,72 @@ def test_malformed_xml_names_file(tmp_path):
     ds = _ds(prefix, ann, test_mode=True)
     with pytest.raises(ValueError, match=r'nocoord\.xml.*ymin'):
         ds.get_ann_info(0)
+
+
+def test_boxes_touching_the_border_are_valid(tmp_path):
+    """VOC's 1-based indices: xmax == width is the last column; one pixel beyond each edge is
+    tolerated (0-based / end-exclusive exports); the box is kept as mmdet reads it."""
+    prefix, ann = _write_voc(tmp_path, 'VOC2007', {'edge': (_xml([
+        _obj('cat', (1, 1, 100, 80)), _obj('dog', (0, 0, 101, 81)),
+        _obj('horse', (-50, 5, 500, 6))]), None)})  # a class not in CLASSES: not read
+    ds = _ds(prefix, ann)
+    np.testing.assert_array_equal(ds.get_ann_info(0)['bboxes'],
+                                  [[0, 0, 99, 79], [-1, -1, 100, 80]])
+
+
+@pytest.mark.parametrize('box, why', [
+    ((20, 10, 20, 30), 'xmax <= xmin'),                 # zero area
+    ((30, 10, 20, 30), 'xmax <= xmin'),                 # swapped corners
+    (('20.2', 10, '20.9', 30), 'xmax <= xmin'),         # int(float()) as mmdet: 20 == 20
+    ((10, 30, 20, 30), 'ymax <= ymin'),
+    ((10, -3, 20, 30), 'a negative coordinate'),
+    ((10, 10, 102, 30), 'xmax beyond the width 100'),
+    ((10, 10, 20, 90), 'ymax beyond the height 80'),
+])
+def test_bad_box_names_the_file_object_and_box(tmp_path, box, why):
+    prefix, ann = _write_voc(tmp_path, 'VOC2007', {'bad': (_xml([
+        _obj('cat', (1, 1, 10, 10)), _obj('dog', box, difficult=1)]), None)})
+    xml = osp.join(prefix, 'Annotations', 'bad.xml')
+    for test_mode in (False, True):
+        with pytest.raises(ValueError) as err:
+            _ds(prefix, ann, test_mode=test_mode)
+        msg = str(err.value)
+        assert msg.startswith(f"annotation XML {xml!r}: object 1 ('dog') has the box "
+                              f"(xmin, ymin, xmax, ymax) = {tuple(int(float(v)) for v in box)}: "
+                              f"{why}")
+        assert '1 <= xmin < xmax <= width and 1 <= ymin < ymax <= height' in msg
+
+
+def test_zero_image_size_in_xml_is_an_error(tmp_path):
+    prefix, ann = _write_voc(tmp_path, 'VOC2007', {'nosize': (_xml(
+        [_obj('cat', (1, 1, 10, 10))], size=(0, 0)), None)})
+    with pytest.raises(ValueError, match=r'nosize\.xml.*<size> gives a 0x0 image'):
+        _ds(prefix, ann)
+
+
+def test_empty_image_list_is_an_error_naming_the_file(tmp_path):
+    prefix, ann = _write_voc(tmp_path, 'VOC2007', {})  # an empty ImageSets/Main/trainval.txt
+    for test_mode in (False, True):
+        with pytest.raises(ValueError, match=f"VOCDataset: the annotation file '{ann}' lists "
+                                             f"no images"):
+            _ds(prefix, ann, test_mode=test_mode)
+
+
+def test_every_image_filtered_out_is_an_error_saying_why(tmp_path):
+    prefix, ann = _write_voc(tmp_path, 'VOC2007', {
+        'horse': (_xml([_obj('horse', (1, 1, 10, 10))]), None),      # no object of CLASSES
+        'tiny': (_xml([_obj('dog', (1, 1, 10, 10))], size=(50, 20)), None)})  # 20 px < 32
+    ds = build_dataset(dict(type='RepeatDataset', times=2, dataset=dict(
+        type='VOCDataset', ann_file=ann, img_prefix=prefix, classes=CLASSES, pipeline=[])))
+    assert len(ds) == 0  # empty, as mmdet; the loader (before training) says why
+    with pytest.raises(ValueError) as err:
+        build_dataloader(ds, samples_per_gpu=2, workers_per_gpu=0, seed=0)
+    assert str(err.value) == (
+        f"VOCDataset: all 2 images of '{ann}' are filtered out for training: 1 have a short "
+        f"side below 32 px; 1 have no object of the classes ('cat', 'dog', 'person') and "
+        f"filter_empty_gt=True drops them. Check the classes and the annotations, or set "
+        f"filter_empty_gt=False to keep images without objects")
+    assert len(_ds(prefix, ann, filter_empty_gt=False)) == 1  # the 100x80 one
 
 
 def test_year_and_classes(tmp_path, voc):

@@ -1,5 +1,7 @@
 """Checkpoint I/O: atomic saves, clear errors for missing / corrupt files, key revision."""
+import errno
 import os
+import subprocess
 
 import pytest
 import torch
@@ -8,7 +10,7 @@ from ckptzoo.runner import IterBasedRunner, OptimizerHook
 from ckptzoo.runner.checkpoint import (load_checkpoint, load_file, resolve_checkpoint_path,
                                      save_checkpoint)
 
-from .toy import ToyDataset, loader, make_model, quiet_logger
+from .toy import ToyDataset, ToyRegressor, loader, make_model, quiet_logger
 
 
 def test_crash_during_save_keeps_last_good_checkpoint(tmp_path, monkeypatch):
@@ -27,6 +29,94 @@ def test_crash_during_save_keeps_last_good_checkpoint(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ['latest.pth']  # no temporary file left behind
     monkeypatch.undo()
     torch.testing.assert_close(load_file(str(path))['state_dict']['w'], torch.ones(3))
+
+
+class _DiskOf:
+    """The file ``save_checkpoint`` writes through, on a disk with ``free`` bytes left: a write
+    past them fails with ``errno_`` as the OS would (torch's zip writer turns that into its
+    ``RuntimeError: [enforce fail at inline_container.cc:...]``)."""
+
+    def __init__(self, f, free, errno_=errno.ENOSPC):
+        self.f, self.free, self.errno = f, free, errno_
+
+    def write(self, data):
+        if len(memoryview(data).cast('B')) > self.free:
+            raise OSError(self.errno, os.strerror(self.errno))
+        self.free -= len(memoryview(data).cast('B'))
+        return self.f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def _disk_with(monkeypatch, free, errno_=errno.ENOSPC):
+    real = os.fdopen
+    monkeypatch.setattr(os, 'fdopen', lambda *a, **k: _DiskOf(real(*a, **k), free, errno_))
+
+
+def test_torch_writer_error_on_a_full_disk_is_the_documented_oserror(tmp_path, monkeypatch):
+    save_checkpoint(dict(state_dict=dict(w=torch.ones(3))), str(tmp_path / 'iter_1.pth'))
+    _disk_with(monkeypatch, free=100_000)
+    with pytest.raises(OSError) as err:
+        save_checkpoint(dict(state_dict=dict(w=torch.zeros(2**18))), str(tmp_path / 'iter_2.pth'))
+    monkeypatch.undo()
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(tmp_path / 'iter_2.pth')
+    assert str(err.value).startswith(
+        f'[Errno 28] No space left on device while saving checkpoint {tmp_path}/iter_2.pth: it '
+        f'needs at least 1048576 bytes (1.0 MiB) of tensors, ')
+    assert 'inline_container.cc' in str(err.value.__cause__)  # torch's own error, kept
+    assert os.listdir(tmp_path) == ['iter_1.pth']  # no temporary file left
+    torch.testing.assert_close(load_file(str(tmp_path / 'iter_1.pth'))['state_dict']['w'],
+                               torch.ones(3))
+
+
+def test_other_writer_errors_stay_runtime_errors(tmp_path, monkeypatch):
+    _disk_with(monkeypatch, free=100, errno_=errno.EIO)
+    with pytest.raises(RuntimeError, match='inline_container.cc'):
+        save_checkpoint(dict(state_dict=dict(w=torch.zeros(1000))), str(tmp_path / 'x.pth'))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture
+def tmpfs_3m(tmp_path):
+    """A real 3 MiB tmpfs (needs root and a sandbox that allows mounting, else skipped)."""
+    mnt = tmp_path / 'tmpfs'
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ['mount', '-t', 'tmpfs', '-o', 'size=3m', 'tmpfs', str(mnt)],
+            capture_output=True).returncode != 0:
+        pytest.skip('cannot mount a tmpfs here')
+    try:
+        yield mnt
+    finally:
+        subprocess.run(['umount', str(mnt)], check=True)
+
+
+def test_full_tmpfs_during_training(tmp_path, tmpfs_3m):
+    """ENOSPC on a real full disk at the 4th save: the documented OSError, nothing lost."""
+    torch.manual_seed(0)
+    model = ToyRegressor(in_features=1000, hidden=100)  # 400 KiB of fc1, as much momentum
+    runner = IterBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.01,
+                                                              momentum=0.9),
+                             work_dir=str(tmpfs_3m), logger=quiet_logger(), max_iters=6)
+    runner.register_training_hooks(None, dict(), dict(interval=1, by_epoch=False))
+    with pytest.raises(OSError) as err:
+        runner.run([loader(ToyDataset(6, in_features=1000), 1)], [('train', 1)])
+    assert err.value.errno == errno.ENOSPC
+    assert f'while saving checkpoint {tmpfs_3m}/iter_4.pth: it needs at least ' in str(err.value)
+    assert f'are free in {tmpfs_3m}.' in str(err.value)
+    assert sorted(os.listdir(tmpfs_3m)) == ['iter_1.pth', 'iter_2.pth', 'iter_3.pth',
+                                            'latest.pth']
+    resumed = IterBasedRunner(ToyRegressor(in_features=1000, hidden=100),
+                              work_dir=str(tmp_path / 'r'), logger=quiet_logger(), max_iters=6)
+    resumed.resume(str(tmpfs_3m / 'latest.pth'))
+    assert resumed.iter == 3
 
 
 def test_missing_and_corrupt_checkpoints_name_the_file(tmp_path):
@@ -78,6 +168,19 @@ def test_runner_constructor_checks(tmp_path):
     runner = IterBasedRunner(model, optimizer=opt, max_iters=2, logger=quiet_logger())
     with pytest.raises(ValueError, match="each workflow phase must be"):
         runner.run([loader(ToyDataset(4), 1)], [('test', 1)])
+
+
+def test_runner_work_dir_empty_is_an_error_and_tilde_is_home(tmp_path, monkeypatch):
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+    monkeypatch.chdir(tmp_path)
+    model = make_model()
+    with pytest.raises(ValueError, match=r"work_dir is empty \(''\)"):
+        IterBasedRunner(model, work_dir='', max_iters=2, logger=quiet_logger())
+    runner = IterBasedRunner(model, work_dir='~/runs/x', max_iters=2, logger=quiet_logger())
+    assert runner.work_dir == str(tmp_path / 'home' / 'runs' / 'x')
+    assert os.listdir(tmp_path) == ['home']  # no literal ./~
+    torch.save(dict(state_dict=model.state_dict()), tmp_path / 'home' / 'w.pth')
+    assert resolve_checkpoint_path('~/w.pth') == str(tmp_path / 'home' / 'w.pth')
 
 
 def test_hook_priorities_order():

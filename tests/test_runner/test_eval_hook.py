@@ -12,6 +12,7 @@ from ckptzoo.apis import collect_results, multi_gpu_test, single_gpu_test
 from ckptzoo.registry import build_hook
 from ckptzoo.runner.hooks import CheckpointHook, DistEvalHook, EvalHook, TextLoggerHook
 from tests.test_runner.hook_fakes import FakeRunner
+from tests.test_runner.toy import ToyDataset, loader, make_model, quiet_logger
 
 
 class ScoredDataset(Dataset):
@@ -138,6 +139,71 @@ def test_resume_removes_recorded_best(tmp_path):
     runner.register_hook(hook, 'LOW')
     runner.run_epochs([0], max_epochs=3)
     assert _best_files(tmp_path) == ['best_acc_epoch_3.pth']
+
+
+def test_resume_keeps_best_of_another_run(tmp_path):
+    """Run B resumed from run A's checkpoint, and a copy of run A's work dir resumed in the
+    copy: run A's best checkpoint stays; its score carries over (mmcv); B's best goes to B."""
+    run_a = tmp_path / 'run_a'
+    run_a.mkdir()
+    (run_a / 'best_acc_epoch_1.pth').write_text('run A')
+    for work in ('run_b', 'run_a_copy'):
+        work_dir = tmp_path / work
+        work_dir.mkdir()
+        if work == 'run_a_copy':
+            (work_dir / 'best_acc_epoch_1.pth').write_text('run A')
+        meta = dict(hook_msgs=dict(best_score=0.5,
+                                   best_ckpt=str(run_a / 'best_acc_epoch_1.pth')))
+        hook, _ = _hook([{'acc': 0.4}, {'acc': 0.7}, {'acc': 0.8}], save_best='acc')
+        runner = FakeRunner(work_dir, meta=meta, name=work)
+        runner.epoch = runner.iter = 1  # resumed after epoch 1
+        runner.register_hook(hook, 'LOW')
+        runner.run_epochs([0], max_epochs=4)
+        assert (run_a / 'best_acc_epoch_1.pth').read_text() == 'run A'
+        own = ['best_acc_epoch_1.pth'] if work == 'run_a_copy' else []
+        assert _best_files(work_dir) == own + ['best_acc_epoch_4.pth']  # 0.4 < 0.5 saved none
+        assert runner.meta['hook_msgs']['best_score'] == 0.8
+        assert runner.meta['hook_msgs']['best_ckpt'] == str(work_dir / 'best_acc_epoch_4.pth')
+        assert any('is not in this run\'s out_dir' in m and 'left in place' in m
+                   for m in runner.log_handler.messages)
+
+
+def test_resume_from_another_runs_checkpoint_with_the_real_runner(tmp_path):
+    """`--resume-from run_a/epoch_2.pth` in run B: the best path comes out of the checkpoint
+    (epoch_1.pth is saved before the evaluation of epoch 1, as in mmcv)."""
+    from ckptzoo.runner import EpochBasedRunner
+
+    def run(work_dir, scores, resume=None):
+        model = make_model()
+        runner = EpochBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=.01),
+                                  work_dir=str(work_dir), logger=quiet_logger(), max_epochs=3,
+                                  meta=dict())
+        runner.register_training_hooks(None, dict(), dict(interval=1))
+        runner.register_hook(_hook(scores, save_best='acc')[0], 'LOW')
+        if resume:
+            runner.resume(resume)
+        runner.run([loader(ToyDataset(2), 1)], [('train', 1)])
+        return runner
+
+    run(tmp_path / 'a', [{'acc': s} for s in (0.5, 0.3, 0.4)])
+    assert _best_files(tmp_path / 'a') == ['best_acc_epoch_1.pth']
+    runner = run(tmp_path / 'b', [{'acc': 0.9}], resume=str(tmp_path / 'a' / 'epoch_2.pth'))
+    assert _best_files(tmp_path / 'a') == ['best_acc_epoch_1.pth']  # run A's best is kept
+    assert _best_files(tmp_path / 'b') == ['best_acc_epoch_3.pth']
+    assert runner.meta['hook_msgs']['best_score'] == 0.9
+
+
+def test_best_in_another_out_dir_is_not_removed(tmp_path):
+    """The same with out_dir set: the recorded best under the work_dir is another place."""
+    (tmp_path / 'best_acc_epoch_1.pth').write_text('kept')
+    meta = dict(hook_msgs=dict(best_score=0.5, best_ckpt=str(tmp_path / 'best_acc_epoch_1.pth')))
+    hook, _ = _hook([{'acc': 0.7}], save_best='acc', out_dir=str(tmp_path / 'out'))
+    runner = FakeRunner(tmp_path, meta=meta)
+    runner.epoch = runner.iter = 1
+    runner.register_hook(hook, 'LOW')
+    runner.run_epochs([0], max_epochs=2)
+    assert (tmp_path / 'best_acc_epoch_1.pth').read_text() == 'kept'
+    assert _best_files(tmp_path / 'out' / tmp_path.name) == ['best_acc_epoch_2.pth']
 
 
 def test_results_are_logged_as_val(tmp_path):

@@ -167,3 +167,52 @@ def test_torchrun_launcher_pytorch_on_cpu(tmp_path):
     ckpt = _final(tmp_path / 'ddp')
     assert ckpt['meta']['epoch'] == 2 and ckpt['meta']['iter'] == 8  # 4 samples per rank
     assert not any(k.startswith('module.') for k in ckpt['state_dict'])
+
+
+def test_work_dir_dot_never_overwrites_the_config_or_its_base(tmp_path):
+    """`cd cfgdir && train.py mycfg.py --work-dir .`: the merged dump goes to <timestamp>.py."""
+    (tmp_path / 'base.py').write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', "
+                                      "max_iters=2)\n")
+    (tmp_path / 'mycfg.py').write_text("_base_ = ['./base.py']\noptimizer = dict(lr=0.01)\n")
+    sources = {p: (tmp_path / p).read_bytes() for p in ('base.py', 'mycfg.py')}
+    _run(['mycfg.py', '--work-dir', '.'], str(tmp_path))
+    assert {p: (tmp_path / p).read_bytes() for p in sources} == sources
+    logs = list(tmp_path.glob('*.log'))
+    dump = tmp_path / (logs[0].name[:-len('.log')] + '.py')  # beside <timestamp>.log
+    assert "type='ToyRegressor'" in dump.read_text() and 'lr=0.01' in dump.read_text()
+    assert f'The merged config is saved as ./{dump.name}: ./mycfg.py is a file the config ' \
+           'is read from' in logs[0].read_text()
+    assert (tmp_path / 'latest.pth').exists()
+
+
+@pytest.mark.parametrize('where', ['flag', 'config'])
+def test_empty_work_dir_is_an_error(tmp_path, monkeypatch, where):
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=2)\n"
+                   + ("work_dir = ''\n" if where == 'config' else ''))
+    run_dir = tmp_path / 'cwd'
+    run_dir.mkdir()
+    monkeypatch.chdir(run_dir)
+    train = _load_train_module()
+    name = '--work-dir' if where == 'flag' else f'work_dir in {cfg}'
+    with pytest.raises(ValueError, match=f"{name} is empty \\(''\\): give the directory"):
+        train.main([str(cfg)] + (['--work-dir', ''] if where == 'flag' else []))
+    assert os.listdir(run_dir) == []  # nothing written into the current directory
+
+
+def test_tilde_in_work_dir_and_resume_from_is_the_home_dir(tmp_path):
+    home, run_dir = tmp_path / 'home', tmp_path / 'cwd'
+    home.mkdir()
+    run_dir.mkdir()
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=3)\n"
+                   "work_dir = '~/runs/a'\n")
+    env = dict(os.environ, PYTHONPATH=ROOT, HOME=str(home))
+    for extra in ([], ['--resume-from', '~/runs/a/iter_2.pth', '--work-dir', '~/runs/b']):
+        proc = subprocess.run([sys.executable, TRAIN, str(cfg)] + extra, cwd=run_dir, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert os.listdir(run_dir) == []  # no literal ./~ folder
+    assert _final(home / 'runs' / 'a')['meta']['iter'] == 3
+    log = open(next(str(p) for p in (home / 'runs' / 'b').glob('*.log'))).read()
+    assert 'resumed epoch 0, iter 2' in log

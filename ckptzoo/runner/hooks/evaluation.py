@@ -9,6 +9,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
 from ...registry import HOOKS
+from ..work_dir import in_directory
 from .checkpoint import check_local_file_client, out_dir_for
 from .hook import Hook
 from .logger import LoggerHook
@@ -31,7 +32,8 @@ class EvalHook(Hook):
         by_epoch (bool): count epochs, else iterations.
         save_best (str | None): the result key whose best value keeps a checkpoint
             ``best_<key>_epoch_<n>.pth`` (``_iter_<n>``); 'auto' takes the first key of the
-            results. The previous best checkpoint is removed.
+            results. The previous best checkpoint is removed when it is in this run's
+            ``out_dir``.
         rule (str | None): 'greater' or 'less'; None infers it from the key ('mAP', 'AP', 'acc',
             'top', ... are greater, 'loss' is less).
         test_fn (callable | None): ``test_fn(model, dataloader) -> results``; default
@@ -42,7 +44,11 @@ class EvalHook(Hook):
         **eval_kwargs: passed to ``dataset.evaluate`` (``metric='mAP'``, ...).
 
     Fixes over mmcv: a best score of exactly 0 is still saved (mmcv tested ``if key_score``);
-    the model's train mode is restored after an evaluation in the middle of an epoch.
+    the model's train mode is restored after an evaluation in the middle of an epoch; a best
+    checkpoint recorded in a resumed checkpoint but outside this run's ``out_dir`` (another
+    run's, resumed with ``--resume-from``, or the original of a copied work dir) is never
+    deleted (mmcv deleted it at the next best score). Its score still carries over, as in mmcv:
+    only a better score writes a new best checkpoint, in this run's ``out_dir``.
     """
 
     rule_map = {'greater': lambda x, y: x > y, 'less': lambda x, y: x < y}
@@ -132,7 +138,18 @@ class EvalHook(Hook):
                 warnings.warn('runner.meta is None; creating an empty one for hook_msgs')
                 runner.meta = dict()
             runner.meta.setdefault('hook_msgs', dict())
-            self.best_ckpt_path = runner.meta['hook_msgs'].get('best_ckpt', None)
+            self.best_ckpt_path = self._own_best(runner, runner.meta['hook_msgs'])
+
+    def _own_best(self, runner, hook_msgs):
+        """The recorded best checkpoint if this run may replace it (it is in ``out_dir``)."""
+        best = hook_msgs.get('best_ckpt')
+        if not best or in_directory(best, self.out_dir):
+            return best
+        runner.logger.info(
+            f'The best checkpoint recorded in the resumed checkpoint, {best}, is not in this '
+            f"run's out_dir {self.out_dir}: it is left in place; a score better than "
+            f"{hook_msgs.get('best_score')} saves a new best checkpoint in {self.out_dir}")
+        return None
 
     def before_train_iter(self, runner):
         """Evaluate before training when resuming at or past ``start`` (iteration-based)."""
@@ -191,7 +208,8 @@ class EvalHook(Hook):
         if not self.compare_func(key_score, best_score):
             return
         runner.meta['hook_msgs']['best_score'] = key_score
-        if self.best_ckpt_path and osp.isfile(self.best_ckpt_path):
+        if self.best_ckpt_path and osp.isfile(self.best_ckpt_path) \
+                and in_directory(self.best_ckpt_path, self.out_dir):
             os.remove(self.best_ckpt_path)
             runner.logger.info(f'The previous best checkpoint {self.best_ckpt_path} was removed')
         best_ckpt_name = f'best_{self.key_indicator}_{current}.pth'
