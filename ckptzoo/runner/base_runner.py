@@ -445,7 +445,8 @@ class BaseRunner:
         optim_state = ckpt.get('optimizer') if resume_optimizer else None
         stored = ckpt_meta.get('optimizer_hparams')
         if optim_state is not None and self.optimizer is not None:
-            problems += optimizer_mismatch(self.optimizer, optim_state, checkpoint, stored)
+            problems += optimizer_mismatch(self.optimizer, optim_state, checkpoint, stored,
+                                           state_shapes=not problems)
         elif resume_optimizer and self.optimizer is not None:
             self.logger.warning(f'{checkpoint} has no optimizer state: the optimizer starts '
                                 'afresh (momentum buffers at zero)')

@@ -158,22 +158,24 @@ def _stored(stored, name):
     return info if isinstance(info, dict) and 'param_groups' in info else None
 
 
-def optimizer_mismatch(optimizer, state, filename, stored=None):
+def optimizer_mismatch(optimizer, state, filename, stored=None, state_shapes=True):
     """What keeps the optimizer state ``state`` (a state dict, or a dict of them) from fitting
     ``optimizer``: the type, the param groups and their sizes, the shapes of per-parameter
-    state. A list of sentences, empty when it fits. ``stored``: the checkpoint's
-    ``meta['optimizer_hparams']`` (names the type)."""
+    state (unless ``state_shapes`` is False: the model's shapes already differ). A list of
+    sentences, empty when it fits. ``stored``: the checkpoint's ``meta['optimizer_hparams']``
+    (names the type)."""
     if isinstance(optimizer, dict):
         if not isinstance(state, dict) or set(state) != set(optimizer):
             return [f'optimizers {sorted(optimizer)} in this run, '
                     f'{sorted(state) if isinstance(state, dict) else type(state).__name__} in '
                     f'{filename}']
         return [p for name in optimizer for p in _one_mismatch(
-            optimizer[name], state[name], _stored(stored, name), f'optimizer {name!r}')]
-    return _one_mismatch(optimizer, state, _stored(stored, None), 'optimizer')
+            optimizer[name], state[name], _stored(stored, name), f'optimizer {name!r}',
+            state_shapes)]
+    return _one_mismatch(optimizer, state, _stored(stored, None), 'optimizer', state_shapes)
 
 
-def _one_mismatch(optim, state, stored, what):
+def _one_mismatch(optim, state, stored, what, state_shapes):
     if not isinstance(state, dict) or not isinstance(state.get('param_groups'), list):
         return [f'{what}: the checkpoint holds no optimizer state dict']
     own = type(optim).__name__
@@ -195,7 +197,7 @@ def _one_mismatch(optim, state, stored, what):
         return [f'{what}: parameters per param group {[a for a, _ in sizes]} in the '
                 f'checkpoint, {[b for _, b in sizes]} in this run']
     wrong = []
-    per_param = state.get('state', {})
+    per_param = state.get('state', {}) if state_shapes else {}
     for group, own_group in zip(groups, optim.param_groups):
         for index, param in zip(group['params'], own_group['params']):
             for key, value in per_param.get(index, {}).items():

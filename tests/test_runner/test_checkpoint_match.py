@@ -186,3 +186,23 @@ def test_complete_load_for_testing(tmp_path):
     with pytest.warns(UserWarning, match='1 keys of the checkpoint not in the model: '
                       'ema_head_fc_bias'):
         load_checkpoint(_classifier(), path, complete=True)
+
+
+def test_resume_with_the_parameters_in_another_order(tmp_path):
+    """Same model, same group sizes, but the optimizer lists the parameters in another order:
+    the momentum buffers would land on parameters of other shapes."""
+    model = make_model()
+    runner = IterBasedRunner(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1,
+                                                              momentum=0.9),
+                             logger=logging.getLogger('t'), max_iters=4)
+    model(img=torch.randn(2, 4), target=torch.zeros(2))['loss_mse'].backward()
+    runner.optimizer.step()
+    path = runner.save_checkpoint(str(tmp_path), create_symlink=False)
+    other = make_model()
+    runner = IterBasedRunner(other, optimizer=torch.optim.SGD(
+        list(other.parameters())[::-1], lr=0.1, momentum=0.9), logger=logging.getLogger('t'),
+        max_iters=4)
+    with pytest.raises(CheckpointMismatch, match=r'optimizer: state of another shape: '
+                       r'momentum_buffer of parameter 0: \[8, 4\] in the checkpoint, parameter '
+                       r'\[1\]'):
+        runner.resume(path)
