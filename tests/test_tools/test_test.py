@@ -2,6 +2,7 @@
 non-strictly and reported the accuracy of a random head)."""
 import importlib.util
 import os.path as osp
+import re
 
 import pytest
 import torch
@@ -41,7 +42,6 @@ def test_a_checkpoint_of_another_model_fails_naming_the_keys(checkpoint, option,
                       'data.workers_per_gpu=0'])
     assert str(info.value).startswith(f'error: checkpoint {checkpoint} does not fit the model '
                                       '(every tensor of the model needed)')
-    import re
     assert re.search(expected, str(info.value)), str(info.value)
 
 
