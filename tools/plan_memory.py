@@ -14,6 +14,7 @@ sqrt(n) (``--out``'s name with ``.png``, or ``plan_sweep.png``).
 import argparse
 import json
 import logging
+import os
 import os.path as osp
 import sys
 import tempfile
@@ -38,7 +39,30 @@ def parse_args(argv=None):
     parser.add_argument('--work-dir', help='(default: a temporary directory)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings as in tools/train.py')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    outputs = ([('--out', args.out)] if args.out else []) + ([('--sweep', _sweep_path(args))]
+                                                              if args.sweep else [])
+    for flag, path in outputs:  # checked now, not after the probe steps
+        problem = _unwritable(path)
+        if problem:
+            parser.error(f'{flag}: cannot write {path}: {problem}')
+    return args
+
+
+def _sweep_path(args):
+    return (osp.splitext(args.out)[0] if args.out else 'plan_sweep') + '.png'
+
+
+def _unwritable(path):
+    """Why the file ``path`` cannot be written (None when it can)."""
+    folder = osp.dirname(osp.abspath(path))
+    if osp.isdir(path):
+        return 'it is a directory'
+    if not osp.isdir(folder):
+        return f'the folder {folder} does not exist'
+    if not os.access(folder, os.W_OK) or (osp.exists(path) and not os.access(path, os.W_OK)):
+        return 'permission denied'
+    return None
 
 
 def _sweep(result, path):
@@ -102,7 +126,7 @@ def main(argv=None):
             json.dump(result.to_json(), f, indent=1)
         print(f'plan written to {args.out}')
     if args.sweep:
-        path = (osp.splitext(args.out)[0] if args.out else 'plan_sweep') + '.png'
+        path = _sweep_path(args)
         _sweep(result, path)
         print(f'sweep: {path} ({format_bytes(budget)} budget)')
     return 0

@@ -17,6 +17,7 @@ from ckptzoo.apis import multi_gpu_test, prepare_synthetic_data, single_gpu_test
 from ckptzoo.datasets import build_dataloader, build_dataset  # noqa: E402
 from ckptzoo.registry import build_model  # noqa: E402
 from ckptzoo.runner import MMDistributedDataParallel, init_dist, load_checkpoint  # noqa: E402
+from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.fp16 import wrap_fp16_model  # noqa: E402
 
@@ -113,7 +114,10 @@ def main(argv=None):
     fp16_cfg = cfg.get('fp16')
     if fp16_cfg is not None:
         wrap_fp16_model(model, fp16_cfg.get('dtype', 'float16'))
-    checkpoint = load_checkpoint(model, args.checkpoint, map_location='cpu')
+    try:  # every tensor of the model from the checkpoint: another class count or depth fails
+        checkpoint = load_checkpoint(model, args.checkpoint, map_location='cpu', complete=True)
+    except CheckpointMismatch as exc:
+        sys.exit(f'error: {exc}')
     classes = checkpoint.get('meta', {}).get('CLASSES')
     model.CLASSES = tuple(classes) if classes else getattr(dataset, 'CLASSES', None)
 

@@ -15,6 +15,7 @@ from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
                           prepare_synthetic_data, set_random_seed, train_model)
 from ckptzoo.memory import InfeasibleBudget  # noqa: E402
 from ckptzoo.runner import init_dist  # noqa: E402
+from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.work_dir import check_work_dir  # noqa: E402
 from ckptzoo.utils.config_dump import config_dump_path  # noqa: E402
@@ -142,6 +143,9 @@ def main(argv=None):
                     logger=logger)
     except InfeasibleBudget as exc:  # planned before the first step: nothing was trained
         logger.error(f'memory plan: {exc}')
+        sys.exit(f'error: {exc}; training did not start')
+    except CheckpointMismatch as exc:  # checked before loading: nothing was trained
+        logger.error(str(exc))
         sys.exit(f'error: {exc}; training did not start')
     if distributed:
         torch.distributed.destroy_process_group()

@@ -23,7 +23,9 @@ def init_detector(config, checkpoint=None, device=None, cfg_options=None):
     ``device`` defaults to ``'cuda:0'`` when CUDA is available, else ``'cpu'`` (mmdet's
     default is always ``'cuda:0'``). Class names come from the checkpoint's
     ``meta['CLASSES']``, else from ``data.test.classes`` of the config. The config is kept as
-    ``model.cfg`` for :func:`inference_detector`.
+    ``model.cfg`` for :func:`inference_detector`. Every tensor of the model must come from the
+    checkpoint (mmdet loads non-strictly, so a checkpoint of another class count ran with a
+    randomly initialised head): a missing key or another shape raises ``CheckpointMismatch``.
     """
     if isinstance(config, (str, os.PathLike)):
         config = Config.fromfile(os.fspath(config))
@@ -44,7 +46,7 @@ def init_detector(config, checkpoint=None, device=None, cfg_options=None):
     model = build_model(model_cfg, default_args=defaults)
     classes = None
     if checkpoint is not None:
-        ckpt = load_checkpoint(model, checkpoint, map_location='cpu')
+        ckpt = load_checkpoint(model, checkpoint, map_location='cpu', complete=True)
         classes = ckpt.get('meta', {}).get('CLASSES')
     if not classes:
         classes = config.get('data', {}).get('test', {}).get('classes')

@@ -294,6 +294,10 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
     resume_from = cfg.get('resume_from')
     if resume_from is None and cfg.get('auto_resume'):
         resume_from = find_latest_checkpoint(cfg.work_dir)
+    if not resume_from and cfg.get('load_from'):
+        # before planning: a checkpoint that does not fit fails before the probe steps, and a
+        # run the planner rebuilds trains the same module
+        run.runner.load_checkpoint(cfg.load_from)
     from ..memory.planner import plan_training
     plan = plan_training(run, cfg, logger=run.runner.logger, resume=bool(resume_from))
     if plan is not None:  # rebuilt when the plan needs fp16 / accumulation / a smaller batch
@@ -301,7 +305,5 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
     runner = run.runner
     if resume_from:
         runner.resume(resume_from)
-    elif cfg.get('load_from'):
-        runner.load_checkpoint(cfg.load_from)
     runner.run(run.data_loaders, run.workflow)
     return runner

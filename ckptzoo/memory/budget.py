@@ -1,6 +1,7 @@
 """``memory_budget``: bytes from what a user writes in a config or on the command line."""
 import math
 import re
+from fractions import Fraction
 
 __all__ = ['parse_budget', 'format_bytes', 'UNITS']
 
@@ -29,10 +30,12 @@ def parse_budget(value, device_total=None):
     ``value`` is an int or float of bytes, a string with an optional unit (B, KB, MB, GB
     decimal; KiB, MiB, GiB binary), or a fraction in (0, 1] of ``device_total`` (by default the
     current CUDA device's total memory). A float or unit-less string <= 1 is a fraction: no GPU
-    has one byte.
+    has one byte. A count of bytes must be whole: ``2.5`` or ``'2.5B'`` is refused
+    (``--budget 2.5`` meant 2.5 GB, not 2 bytes); a size in KB and above is rounded down.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(f'memory_budget must be {_ALLOWED}, got {value!r}')
+    number, unit = value, None
     if isinstance(value, str):
         match = _PATTERN.match(value)
         if not match or (match.group(3) and match.group(3) not in UNITS):
@@ -40,21 +43,25 @@ def parse_budget(value, device_total=None):
             if match and match.group(3).lower() in {u.lower() for u in UNITS}:
                 hint = ' (units are case-sensitive)'
             raise ValueError(f'memory_budget must be {_ALLOWED}, got {value!r}{hint}')
-        number = float(match.group(1) + (f'e{match.group(2)}' if match.group(2) else ''))
-        unit = match.group(3)
-        if unit:
-            if number <= 0:
-                raise ValueError(f'memory_budget must be positive: {_ALLOWED}, got {value!r}')
-            return int(number * UNITS[unit])
-        value = number
-    if not math.isfinite(value) or value <= 0:
+        # exact decimals: '1.1GB' is 1100000000 bytes, not one less
+        number = Fraction(match.group(1)) * Fraction(10) ** int(match.group(2) or 0)
+        unit = match.group(3) or None
+        if unit is None and number <= 1:
+            number = float(number)  # a fraction of the device
+    if not math.isfinite(number) or number <= 0:
         raise ValueError(f'memory_budget must be positive: {_ALLOWED}, got {value!r}')
-    if value <= 1:
-        if isinstance(value, int):  # 1 byte is never meant
+    if unit is None and number <= 1:
+        if isinstance(number, int):  # 1 byte is never meant
             raise ValueError(f'memory_budget must be {_ALLOWED}, got {value!r}: one byte '
                              'cannot hold a model (1.0 means all of the device memory)')
-        return int(value * _device_total(device_total))
-    return int(value)
+        return int(number * _device_total(device_total))
+    number = Fraction(number) * UNITS[unit or 'B']
+    if unit in (None, 'B') and number.denominator != 1:
+        size = f'{float(number):g}'
+        raise ValueError(f'memory_budget {value!r} is {size} bytes, not a whole number: give a '
+                         f"unit ('{size}GB', '{size}GiB'), a whole number of bytes or a "
+                         f'fraction in (0, 1] of the device memory ({_ALLOWED})')
+    return math.floor(number)
 
 
 def format_bytes(nbytes):

@@ -10,6 +10,7 @@ import copy
 import json
 import os.path as osp
 import random
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 from .budget import format_bytes, parse_budget
 from .cost_table import MODES, CostTable
 from .peak import plan_from_modes, plan_modes, plan_segments, predict_time, unit_kept
+from .plan_file import plan_changes, read_plan_file
 from .probe import ddp_bucket_bytes, measure_step, probe, probe_batch, worst_case_shape
 from .solver import InfeasibleBudget, solve
 
@@ -45,12 +47,15 @@ class PlanResult:
     replans: int = 0
     table: object = field(default=None, repr=False)
     run: object = field(default=None, repr=False)  # the training run to train
+    configured: dict = None  # the options as configured, before the outer search
 
     def to_json(self):
         keys = ('budget_bytes', 'predicted_peak_bytes', 'measured_peak_bytes', 'plan',
                 'segments', 'fp16', 'cumulative_iters', 'samples_per_gpu',
                 'predicted_step_time', 'measured_step_time', 'margin', 'replans')
         out = {k: getattr(self, k) for k in keys}
+        if self.configured is not None:
+            out['configured'] = dict(self.configured)
         out['plan'] = dict(self.plan)
         return out
 
@@ -297,21 +302,33 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
     module = getattr(run.runner.model, 'module', run.runner.model)
     flags = _fp16_flags(module)
     tried = []
+    notes = [] if cuda else ['fp16 is not available on a CPU (float16 autocast there is far '
+                             'slower than float32, and it is not searched)']
     for options in [None] + outer_options(cfg, cuda):
         trial, trial_cfg = (run, cfg) if options is None else run_with_options(run, cfg, options)
         try:
             result = _plan_checkpoints(trial, trial_cfg, budget, max_replans, logger, segments)
-        except InfeasibleBudget as exc:
-            tried.append((exc.minimum.peak, len(tried), exc.minimum, _options_of(trial_cfg)))
+        except (InfeasibleBudget, ValueError) as exc:
             for m, enabled, dtype in flags:  # an fp16 trial switched them on
                 m.fp16_enabled = enabled
                 if dtype is not None or 'fp16_dtype' in m.__dict__:
                     m.fp16_dtype = dtype
+            if not isinstance(exc, InfeasibleBudget):
+                if options is None or not _batch_too_small(exc):
+                    raise
+                # every later option has this batch or a smaller one
+                notes.insert(0, f'samples_per_gpu={options["samples_per_gpu"]} and below '
+                             f'cannot train this model ({exc}: normalisation in training '
+                             'needs more than one value per channel), so the search stopped '
+                             f'at samples_per_gpu={tried[-1][3]["samples_per_gpu"]}')
+                break
+            tried.append((exc.minimum.peak, len(tried), exc.minimum, _options_of(trial_cfg)))
             if logger is not None:
                 logger.info(f'memory plan: nothing fits with {_options_of(trial_cfg)} '
                             f'(smallest predicted peak {format_bytes(exc.minimum.peak)})')
             continue
         result.run = trial
+        result.configured = _options_of(cfg)
         if options is not None and logger is not None:
             logger.warning(f'memory plan: no checkpoint plan fits {format_bytes(budget)} as '
                            f'configured; training with {options} (the lr as configured; '
@@ -319,10 +336,14 @@ def plan_memory(run, cfg, budget, max_replans=2, logger=None, segments=True):
                            'batch)')
         return result
     _, _, minimum, options = min(tried, key=lambda t: t[:2])
-    notes = [] if cuda else ['fp16 is not available on a CPU (float16 autocast there is far '
-                             'slower than float32, and it is not searched)']
     raise InfeasibleBudget(budget, minimum, options=options if len(tried) > 1 else None,
                            notes=notes)
+
+
+def _batch_too_small(exc):
+    """torch refusing a batch too small for BatchNorm / InstanceNorm in training."""
+    return str(exc).startswith(('Expected more than 1 value per channel when training',
+                                'Expected more than 1 spatial element when training'))
 
 
 def _fixed_text(table):
@@ -368,7 +389,10 @@ def plan_training(run, cfg, logger=None, resume=False):
     """Plan a training run before it starts, when the config asks for it (see
     :func:`planning_requested`). Under DDP every rank runs the probe steps in step, and rank
     0's measurements and plan are broadcast, so every rank trains the same plan; the plan is
-    saved to ``work_dir/memory_plan.json`` and a resume reuses it. When the plan needs fp16,
+    saved to ``work_dir/memory_plan.json`` and a resume reuses it, unless the budget or the
+    options as configured (``samples_per_gpu``, ``cumulative_iters``, ``fp16``) changed: then
+    it says so and plans again; a file that is no plan is refused
+    (:mod:`.plan_file`). When the plan needs fp16,
     gradient accumulation or a smaller ``samples_per_gpu``, they are set in ``cfg`` and
     ``result.run`` is the training run rebuilt with them: train that one."""
     budget = planning_requested(cfg)
@@ -379,11 +403,19 @@ def plan_training(run, cfg, logger=None, resume=False):
     path = osp.join(cfg.work_dir, PLAN_FILE)
     result = None
     if resume and osp.exists(path):
-        with open(path, encoding='utf-8') as f:
-            result = PlanResult.from_json(json.load(f))
-        if logger is not None:
-            logger.info(f'memory plan: reusing {path}')
-    else:  # every rank steps in the probe; all solve rank 0's table (see _from_rank0)
+        saved = read_plan_file(path)
+        changes = plan_changes(saved, budget, _options_of(cfg))
+        if changes:
+            (logger.warning if logger is not None else warnings.warn)(
+                f'memory plan: {path} was made for ' + ', '.join(
+                f'{name}={old}' for name, old, _ in changes) + '; the config now gives ' +
+                ', '.join(f'{name}={new}' for name, _, new in changes) + ': planning again '
+                '(the resumed run trains with the new plan)')
+        else:
+            result = PlanResult.from_json(saved)
+            if logger is not None:
+                logger.info(f'memory plan: reusing {path}')
+    if result is None:  # every rank steps in the probe; all solve rank 0's table (_from_rank0)
         result = plan_memory(run, cfg, budget, logger=logger)
     if world > 1:
         shared = PlanResult.from_json(_from_rank0(result.to_json()))

@@ -27,7 +27,11 @@ import torch.distributed as dist
 from mmengine.dist import get_dist_info
 
 from ..registry import HOOKS, build_hook
-from .checkpoint import get_state_dict, load_checkpoint, save_checkpoint, weights_to_cpu
+from .checkpoint import (get_state_dict, load_checkpoint, load_file, model_state_dict,
+                         save_checkpoint, weights_to_cpu)
+from .checkpoint_match import (CheckpointMismatch, apply_hyperparameters, describe_changes,
+                               hyperparameter_changes, load_state_dict, match_state_dict,
+                               optimizer_hparams, optimizer_mismatch)
 from .finite import nonfinite_tensors
 from .hooks import Hook
 from .log_buffer import LogBuffer
@@ -83,6 +87,8 @@ class BaseRunner:
 
         self.model = model
         self.optimizer = optimizer
+        # as configured, before any schedule: saved with each checkpoint for a resume to compare
+        self._optimizer_hparams = None if optimizer is None else optimizer_hparams(optimizer)
         self.logger = logger
         self.meta = meta
         self._model_name = type(inner).__name__
@@ -363,6 +369,8 @@ class BaseRunner:
             meta.update(self.meta)
         meta.update(epoch=epochs, iter=iters, inner_iter=inner,
                     time=time.asctime(), ckptzoo_version=_version())
+        if self._optimizer_hparams is not None:
+            meta['optimizer_hparams'] = self._optimizer_hparams
         if filename_index is None:
             filename_index = epochs if filename_tmpl.startswith('epoch') else iters
         filename = filename_tmpl.format(filename_index)
@@ -408,32 +416,69 @@ class BaseRunner:
         return load_checkpoint(self.model, filename, map_location, strict, self.logger,
                                revise_keys=revise_keys)
 
+    def _restored_by_hooks(self, key):
+        """A state-dict key a hook restores itself in ``after_load_checkpoint`` (the EMA
+        hook's ``ema_*`` buffers, created only when the run starts)."""
+        return any(callable(getattr(h, 'restores_state_key', None)) and
+                   h.restores_state_key(key) for h in self._hooks)
+
     def resume(self, checkpoint, resume_optimizer=True, map_location='default'):
-        """Continue from ``checkpoint``: weights, optimizer, position and ``meta``."""
+        """Continue from ``checkpoint``: weights, optimizer, position and ``meta``.
+
+        The checkpoint must fit the run exactly (model keys and shapes, optimizer type, param
+        groups and state shapes): otherwise :class:`CheckpointMismatch` names the file and the
+        differences, before anything is loaded. Hyper-parameters the config sets differently
+        (``optimizer.lr=0.5`` on the command line) win over the checkpoint's, with a warning
+        naming both (mmcv silently kept the checkpoint's, so a lowered lr had no effect).
+        """
         if map_location == 'default':
             map_location = 'cpu'
-        ckpt = self.load_checkpoint(checkpoint, map_location=map_location)
-        ckpt_meta = ckpt.get('meta')
+        self.logger.info('resume from %s', checkpoint)
+        ckpt = load_file(checkpoint, map_location)
+        ckpt_meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
         if not isinstance(ckpt_meta, dict) or 'iter' not in ckpt_meta:
             raise KeyError(f'{checkpoint} has no meta with epoch/iter: not a training checkpoint '
                            '(use load_from to start from its weights)')
+        state_dict = model_state_dict(ckpt, checkpoint)
+        module = unwrap_model(self.model)
+        problems = match_state_dict(module, state_dict, checkpoint,
+                                    self._restored_by_hooks).problems()
+        optim_state = ckpt.get('optimizer') if resume_optimizer else None
+        stored = ckpt_meta.get('optimizer_hparams')
+        if optim_state is not None and self.optimizer is not None:
+            problems += optimizer_mismatch(self.optimizer, optim_state, checkpoint, stored,
+                                           state_shapes=not problems)
+        elif resume_optimizer and self.optimizer is not None:
+            self.logger.warning(f'{checkpoint} has no optimizer state: the optimizer starts '
+                                'afresh (momentum buffers at zero)')
+        if problems:
+            raise CheckpointMismatch(
+                f'cannot resume from {checkpoint}: it does not fit this run (a resume needs '
+                'the same model and optimizer): ' + '; '.join(problems) + '. To start from its '
+                'weights instead, use load_from (--load-from)')
+        load_state_dict(module, state_dict, checkpoint, strict=True,
+                        restored_elsewhere=self._restored_by_hooks)
         self._epoch = ckpt_meta.get('epoch', 0)
         self._iter = ckpt_meta['iter']
         self._resume_inner_iter = ckpt_meta.get('inner_iter', 0)
         if self.meta is None:
             self.meta = {}
         keep = {'epoch', 'iter', 'inner_iter', 'time', 'ckptzoo_version', 'config', 'env_info',
-                'seed', 'exp_name'}
+                'seed', 'exp_name', 'optimizer_hparams'}
         for key, value in ckpt_meta.items():
             if key not in keep:
                 self.meta[key] = value
         self._last_finite_ckpt = (self.meta.get('hook_msgs') or {}).get('last_finite_ckpt')
-        if 'optimizer' in ckpt and resume_optimizer:
+        if optim_state is not None and self.optimizer is not None:
+            changes = hyperparameter_changes(self.optimizer, optim_state, stored)
             if isinstance(self.optimizer, dict):
                 for name in self.optimizer:
-                    self.optimizer[name].load_state_dict(ckpt['optimizer'][name])
-            elif self.optimizer is not None:
-                self.optimizer.load_state_dict(ckpt['optimizer'])
+                    self.optimizer[name].load_state_dict(optim_state[name])
+            else:
+                self.optimizer.load_state_dict(optim_state)
+            if changes:
+                apply_hyperparameters(self.optimizer, changes)
+                self.logger.warning(describe_changes(changes, checkpoint))
         self.call_hook('after_load_checkpoint', ckpt)
         self.logger.info('resumed epoch %d, iter %d', self._epoch, self._iter)
         return ckpt

@@ -26,10 +26,11 @@ import torch
 from mmengine.runner.checkpoint import (_get_mmengine_home, get_deprecated_model_names,
                                         get_external_models, get_mmcls_models,
                                         get_torchvision_models)
-from mmengine.runner.checkpoint import load_state_dict as _mmengine_load_state_dict
+
+from .checkpoint_match import load_state_dict
 
 __all__ = ['resolve_checkpoint_path', 'load_file', 'load_checkpoint', 'save_checkpoint',
-           'weights_to_cpu', 'get_state_dict', 'find_latest_checkpoint']
+           'weights_to_cpu', 'get_state_dict', 'find_latest_checkpoint', 'model_state_dict']
 
 _TMP_PREFIX = '.tmp_'
 
@@ -122,16 +123,11 @@ def get_state_dict(module):
     return getattr(module, 'module', module).state_dict()
 
 
-def load_checkpoint(model, filename, map_location='cpu', strict=False, logger=None,
-                    revise_keys=((r'^module\.', ''),), prefix=None):
-    """Load ``filename`` into ``model`` and return the whole checkpoint dict.
-
-    Accepts a bare state dict or a dict with ``state_dict`` / ``model``; ``revise_keys`` are
-    (pattern, replacement) pairs applied to every key, by default stripping DDP's ``module.``.
-    ``prefix`` (e.g. ``'backbone'``) loads only the keys under it, without it (mmcv's
-    ``Pretrained(prefix=...)``).
-    """
-    checkpoint = load_file(filename, map_location)
+def model_state_dict(checkpoint, filename, revise_keys=((r'^module\.', ''),), prefix=None):
+    """The model weights of a loaded ``checkpoint``: a bare state dict or a dict with
+    ``state_dict`` / ``model``; ``revise_keys`` are (pattern, replacement) pairs applied to
+    every key, by default stripping DDP's ``module.``. ``prefix`` (e.g. ``'backbone'``) keeps
+    only the keys under it, without it (mmcv's ``Pretrained(prefix=...)``)."""
     if not isinstance(checkpoint, dict):
         raise RuntimeError(f'no state dict in checkpoint {filename}: got {type(checkpoint)}')
     state_dict = checkpoint.get('state_dict', checkpoint.get('model', checkpoint))
@@ -145,7 +141,26 @@ def load_checkpoint(model, filename, map_location='cpu', strict=False, logger=No
         if not state_dict:
             raise KeyError(f'no key starts with prefix {prefix!r} in checkpoint {filename}')
     state_dict._metadata = metadata
-    _mmengine_load_state_dict(getattr(model, 'module', model), state_dict, strict, logger)
+    return state_dict
+
+
+def load_checkpoint(model, filename, map_location='cpu', strict=False, logger=None,
+                    revise_keys=((r'^module\.', ''),), prefix=None, complete=False):
+    """Load ``filename`` into ``model`` and return the whole checkpoint dict.
+
+    The checkpoint is compared with the model before anything is copied
+    (:mod:`.checkpoint_match`): ``strict=True`` needs the same keys and shapes; ``complete=True``
+    (testing a trained model) needs every tensor of the model, keys the model lacks are warned
+    about; ``strict=False`` (mmcv's default, for fine-tuning) warns about missing and
+    unexpected keys and shape mismatches (those tensors keep their values) and refuses a
+    checkpoint from which fewer than half of the model's tensors load. Mismatches raise
+    :class:`~.checkpoint_match.CheckpointMismatch` naming the file and the keys.
+    ``revise_keys`` and ``prefix``: see :func:`model_state_dict`.
+    """
+    checkpoint = load_file(filename, map_location)
+    state_dict = model_state_dict(checkpoint, filename, revise_keys, prefix)
+    load_state_dict(getattr(model, 'module', model), state_dict, filename, strict=strict,
+                    complete=complete, logger=logger)
     return checkpoint
 
 

@@ -130,3 +130,14 @@ def test_show_dir_not_writable(setup, tmp_path, where, capsys):
     with pytest.raises(SystemExit):
         _test_tool().parse_args([cfg_file, ckpt, '--show-dir', str(target)])
     assert f'--show-dir {target} is not a writable directory' in capsys.readouterr().err
+
+
+def test_init_detector_refuses_a_checkpoint_of_another_class_count(setup):
+    """mmdet's init_detector loaded it non-strictly: a random classification head."""
+    from ckptzoo.runner.checkpoint_match import CheckpointMismatch
+    _, cfg_file, ckpt, _ = setup
+    with pytest.raises(CheckpointMismatch, match=rf'checkpoint {ckpt} does not fit the model '
+                       r'.*2 shape mismatches: bbox_head.retina_cls.weight \[27, 16, 3, 3\] in '
+                       r'the checkpoint, \[45, 16, 3, 3\] in the model'):
+        init_detector(cfg_file, ckpt, device='cpu',
+                      cfg_options={'model.bbox_head.num_classes': 5})

@@ -51,3 +51,21 @@ def test_fraction_without_a_gpu(monkeypatch):
 def test_format_bytes():
     assert format_bytes(3 * 2 ** 20) == '3.0 MiB'
     assert format_bytes(512) == '512 B'
+
+
+@pytest.mark.parametrize('value,size', [('2.5', '2.5'), (2.5, '2.5'), ('2.5B', '2.5'),
+                                        ('1.5', '1.5'), ('1000.5', '1000.5')])
+def test_fractional_byte_counts_are_refused(value, size):
+    """``--budget 2.5`` was read as 2 bytes: a count of bytes must be whole."""
+    with pytest.raises(ValueError, match=rf"memory_budget {value!r} is {size} bytes, not a whole "
+                       rf"number: give a unit \('{size}GB', '{size}GiB'\), a whole number of "
+                       r'bytes or a fraction in \(0, 1\] of the device memory \(a number of '
+                       r'bytes \(612368384\), a number with one of the units'):
+        parse_budget(value, device_total=1000)
+
+
+def test_exact_decimal_sizes():
+    assert parse_budget('2.01GB') == 2010000000  # float arithmetic gave 2009999999
+    assert parse_budget('0.3MiB') == 314572  # sizes in KB and above round down to bytes
+    assert parse_budget('1', device_total=1000) == 1000  # a unit-less string <= 1: a fraction
+    assert parse_budget(2.0) == 2

@@ -324,3 +324,24 @@ def test_infeasible_budget_names_the_minimum_and_its_options(tmp_path):
     assert f'smallest predicted peak is {smallest} B' in message
     assert 'with fp16=False, cumulative_iters=2, samples_per_gpu=1' in message
     assert 'fp16 is not available on a CPU' in message
+
+
+def test_a_batch_too_small_for_batchnorm_ends_the_outer_search(tmp_path):
+    """At 32 px the last stage of the ResNet is 1x1: one image leaves BatchNorm one value per
+    channel, which torch refuses in training. The outer search stops at two images and says
+    why, instead of ending in BatchNorm's ValueError."""
+    data = dict(TINY['data'], samples_per_gpu=2, train=dict(TINY['data']['train'], img_size=32))
+    set_random_seed(0)
+    cfg = Config(dict(TINY, data=data, work_dir=str(tmp_path)))
+    run = build_training(cfg, logger=logging.getLogger('test_planner'))
+    before = {k: v.clone() for k, v in run.runner.model.state_dict().items()}
+    with pytest.raises(InfeasibleBudget) as info:
+        plan_memory(run, cfg, 10 ** 5)
+    message = str(info.value)
+    assert message.startswith('no checkpoint plan fits memory_budget=100000 B')
+    assert 'samples_per_gpu=1 and below cannot train this model (Expected more than 1 value ' \
+           'per channel when training, got input size torch.Size([1, 64, 1, 1]): ' \
+           'normalisation in training needs more than one value per channel), so the search ' \
+           'stopped at samples_per_gpu=2' in message
+    for key, value in run.runner.model.state_dict().items():
+        assert torch.equal(value, before[key]), key

@@ -71,6 +71,10 @@ def _window_mask(pad_h, pad_w, window, shift, device):
 class WindowMSA(nn.Module):
     """Multi-head self attention within windows, with a relative position bias."""
 
+    # buffers computed here and filled in on load: checkpoints may lack them
+    # (ckptzoo.runner.checkpoint_match reads this too)
+    _derived_state = ('relative_position_index', )
+
     def __init__(self, embed_dims, num_heads, window_size, qkv_bias=True, qk_scale=None,
                  attn_drop_rate=0.0, proj_drop_rate=0.0):
         super().__init__()
@@ -94,7 +98,8 @@ class WindowMSA(nn.Module):
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        state_dict[prefix + 'relative_position_index'] = self.relative_position_index
+        for name in self._derived_state:
+            state_dict[prefix + name] = getattr(self, name)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x, mask=None):

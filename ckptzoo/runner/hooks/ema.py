@@ -22,8 +22,8 @@ Fixes over upstream:
   evaluated the raw weights there);
 * ``momentum=1`` is allowed (the average is the model).
 
-On resume the checkpoint loader lists the ``ema_*`` keys as unexpected (the buffers do not
-exist yet when the weights load); the hook then restores them from the same checkpoint.
+On resume the ``ema_*`` buffers do not exist yet when the weights load: the runner leaves
+those keys to the hook (``restores_state_key``), which restores them from the same checkpoint.
 
 Register with a priority above ``NORMAL`` (mmdet's YOLOX configs use ``priority=49``) so that
 the epoch checkpoint, written by the ``CheckpointHook`` at ``NORMAL``, holds the EMA weights.
@@ -168,6 +168,12 @@ class BaseEMAHook(Hook):
 
     def before_save_checkpoint(self, runner, checkpoint):
         checkpoint.setdefault('meta', {})['ema'] = dict(steps=self.steps, swapped=self.swapped)
+
+    @staticmethod
+    def restores_state_key(key):
+        """The checkpoint keys this hook restores in ``after_load_checkpoint``, not the
+        runner's weight loading (which would find no such buffer in the model yet)."""
+        return key.startswith('ema_')
 
     def after_load_checkpoint(self, runner, checkpoint):
         model = unwrap_model(runner.model)

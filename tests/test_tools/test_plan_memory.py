@@ -1,0 +1,50 @@
+"""tools/plan_memory.py refuses what it cannot use before the probe steps: an --out it cannot
+write, a budget that is not a whole number of bytes."""
+import importlib.util
+import os
+import os.path as osp
+
+import pytest
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+CONFIG = osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py')
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location('plan_memory_tool',
+                                                  osp.join(ROOT, 'tools', 'plan_memory.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+@pytest.mark.parametrize('where', ['no folder', 'a directory', 'read-only', 'sweep'])
+def test_out_that_cannot_be_written_fails_before_the_probe(tmp_path, where, capsys):
+    args = ['--budget', '6GB']
+    if where == 'no folder':
+        out, problem = tmp_path / 'missing' / 'plan.json', f'the folder {tmp_path}/missing ' \
+                                                            'does not exist'
+    elif where == 'a directory':
+        out, problem = tmp_path, 'it is a directory'
+    elif where == 'read-only':
+        if hasattr(os, 'geteuid') and os.geteuid() == 0:
+            pytest.skip('root writes into read-only folders')
+        (tmp_path / 'ro').mkdir()
+        (tmp_path / 'ro').chmod(0o555)
+        out, problem = tmp_path / 'ro' / 'plan.json', 'permission denied'
+    else:
+        (tmp_path / 'plan.png').mkdir()
+        out, problem = tmp_path / 'plan.json', 'it is a directory'
+        args.append('--sweep')
+    with pytest.raises(SystemExit):
+        _tool().parse_args([CONFIG, '--out', str(out)] + args)
+    flag, path = ('--sweep', tmp_path / 'plan.png') if where == 'sweep' else ('--out', out)
+    assert f'{flag}: cannot write {path}: {problem}' in capsys.readouterr().err
+
+
+def test_a_budget_of_fractional_bytes_is_refused_before_the_probe(monkeypatch):
+    tool = _tool()
+    monkeypatch.setattr(tool, 'build_training', lambda *a, **k: pytest.fail('probed'))
+    with pytest.raises(SystemExit, match=r"error: memory_budget '2.5' is 2.5 bytes, not a whole "
+                       r"number: give a unit \('2.5GB', '2.5GiB'\)"):
+        tool.main([CONFIG, '--budget', '2.5'])
