@@ -283,7 +283,8 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
     shuffling (``DistributedSampler(shuffle=True)`` without a flag), else
     ``DistributedSampler(shuffle=False)``. Call ``loader.sampler.set_epoch(epoch)`` each epoch
     (the ``DistSamplerSeedHook`` does). With ``seed``, each worker is seeded by
-    ``worker_init_fn``. ``persistent_workers`` only applies when there are workers.
+    ``worker_init_fn``, and starting the workers draws from a generator of the loader's own,
+    so loading data leaves the trainer's torch generator (dropout) untouched. ``persistent_workers`` only applies when there are workers.
     """
     rank, world_size = get_dist_info()
     if dist:
@@ -309,6 +310,8 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
                        sampler=sampler) if seed is not None else None)
     if num_workers > 0:
         kwargs['persistent_workers'] = persistent_workers
+    if seed is not None:  # workers' base seeds from the loader's own generator, not the trainer's
+        kwargs.setdefault('generator', torch.Generator().manual_seed(seed))
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
                       collate_fn=partial(collate, samples_per_gpu=samples_per_gpu),
                       pin_memory=kwargs.pop('pin_memory', False), worker_init_fn=init_fn,
