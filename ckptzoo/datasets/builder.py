@@ -284,7 +284,8 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
     ``DistributedSampler(shuffle=False)``. Call ``loader.sampler.set_epoch(epoch)`` each epoch
     (the ``DistSamplerSeedHook`` does). With ``seed``, each worker is seeded by
     ``worker_init_fn``, and starting the workers draws from a generator of the loader's own,
-    so loading data leaves the trainer's torch generator (dropout) untouched. ``persistent_workers`` only applies when there are workers.
+    so loading data leaves the trainer's torch generator (dropout) untouched.
+    ``persistent_workers`` only applies when there are workers.
     """
     rank, world_size = get_dist_info()
     if dist:
