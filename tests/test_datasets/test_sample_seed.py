@@ -95,6 +95,25 @@ def test_seeded_index_is_an_int_and_pickles():
     assert len({sample_seed(s, e, i) for s in range(3) for e in range(3) for i in range(3)}) == 27
 
 
+class _Flagged:
+    flag = np.array([0, 1, 1, 0, 1, 1, 0], dtype=np.uint8)
+
+    def __len__(self):
+        return len(self.flag)
+
+
+@pytest.mark.parametrize('dist', [False, True])
+@pytest.mark.parametrize('flag', [False, True])
+@pytest.mark.parametrize('shuffle', [False, True])
+def test_every_sampler_of_build_dataloader_seeds_its_indices(dist, flag, shuffle):
+    data = _Flagged() if flag else list(range(7))
+    sampler = build_dataloader(data, 2, 0, dist=dist, shuffle=shuffle, seed=5).sampler
+    sampler.set_epoch(3)
+    indices = list(sampler)
+    assert sorted(set(indices)) == list(range(7))
+    assert all(type(i) is SeededIndex and i.seed == sample_seed(5, 3, i) for i in indices)
+
+
 def test_draws_depend_on_seed_epoch_index_only(voc_root):
     """The same (seed, epoch, index) draws the same with 0 or 2 workers, persistent or not, and
     through the wrappers; another epoch draws anew; the trainer's generators are untouched."""
