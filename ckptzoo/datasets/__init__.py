@@ -1,16 +1,18 @@
-from .builder import (DistributedGroupSampler, GroupSampler, build_dataloader, build_dataset,
-                      collate, worker_init_fn)
+from .builder import (DistributedGroupSampler, DistributedSampler, GroupSampler,
+                      build_dataloader, build_dataset, collate, worker_init_fn)
 from .classification import (BaseClassificationDataset, ImageFolderDataset,
                              SyntheticClassificationDataset)
 from .coco import CocoDataset
 from .custom import CustomDataset
 from .dataset_wrappers import ConcatDataset, RepeatDataset
 from .pipelines import *  # noqa: F401,F403
+from .sample_seed import SeededIndex, sample_rng, sample_seed
 from .synthetic_coco import generate_coco
 from .synthetic_voc import SYNTHETIC_CLASSES, generate_voc
 from .voc import VOCDataset, XMLDataset
 
-__all__ = ['DistributedGroupSampler', 'GroupSampler', 'build_dataloader', 'build_dataset',
+__all__ = ['DistributedGroupSampler', 'DistributedSampler', 'GroupSampler', 'SeededIndex',
+           'sample_rng', 'sample_seed', 'build_dataloader', 'build_dataset',
            'collate', 'worker_init_fn', 'BaseClassificationDataset', 'ImageFolderDataset',
            'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset',
            'RepeatDataset',

@@ -17,17 +17,18 @@ evaluated with its own AP rule).
 """
 import copy
 import math
-import random
 from functools import partial
 
 import numpy as np
 import torch
 import torch.distributed as torch_dist
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, DistributedSampler, Sampler
+from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data.dataloader import default_collate
 
 from ..registry import build_dataset as _registry_build
+from .sample_seed import seed_globals, seeded_indices, worker_seed
 
 #: Per-image keys kept as lists in a batch (their sizes differ from image to image).
 LIST_KEYS = ('img_metas', 'gt_bboxes', 'gt_labels', 'gt_bboxes_ignore', 'gt_labels_ignore',
@@ -148,7 +149,8 @@ class GroupSampler(Sampler):
     multiple of ``samples_per_gpu`` (mmdet 2.x).
 
     Unlike mmdet (global numpy RNG) the order depends only on ``seed + epoch`` (``set_epoch``),
-    so a resumed run sees the same batches as the uninterrupted one."""
+    so a resumed run sees the same batches as the uninterrupted one; each index carries its
+    sample's seed (:mod:`.sample_seed`), so it sees the same augmentations too."""
 
     def __init__(self, dataset, samples_per_gpu=1, seed=0):
         if not hasattr(dataset, 'flag'):
@@ -177,7 +179,7 @@ class GroupSampler(Sampler):
         chunks = [indices[i * self.samples_per_gpu:(i + 1) * self.samples_per_gpu]
                   for i in rng.permutation(len(indices) // self.samples_per_gpu)]
         indices = np.concatenate(chunks).astype(np.int64).tolist()
-        return iter(indices)
+        return seeded_indices(indices, self.seed, self.epoch)
 
     def __len__(self):
         return self.num_samples
@@ -189,7 +191,8 @@ class GroupSampler(Sampler):
 class DistributedGroupSampler(Sampler):
     """``GroupSampler`` for one of ``num_replicas`` processes: each gets ``num_samples``
     indices, groups padded by repetition; the order depends on ``seed + epoch``
-    (``set_epoch``) so it is the same on every process and changes each epoch."""
+    (``set_epoch``) so it is the same on every process and changes each epoch; indices carry
+    their samples' seeds as in ``GroupSampler``."""
 
     def __init__(self, dataset, samples_per_gpu=1, num_replicas=None, rank=None, seed=0):
         _rank, _world = get_dist_info()
@@ -231,7 +234,7 @@ class DistributedGroupSampler(Sampler):
         indices = [indices[j] for i in torch.randperm(len(indices) // n, generator=g).tolist()
                    for j in range(i * n, (i + 1) * n)]
         offset = self.num_samples * self.rank
-        return iter(indices[offset:offset + self.num_samples])
+        return seeded_indices(indices[offset:offset + self.num_samples], self.seed, self.epoch)
 
     def __len__(self):
         return self.num_samples
@@ -240,12 +243,27 @@ class DistributedGroupSampler(Sampler):
         self.epoch = epoch
 
 
-def worker_init_fn(worker_id, num_workers, rank, seed):
-    """Distinct, reproducible numpy/random/torch seeds per worker and rank."""
-    worker_seed = num_workers * rank + worker_id + seed
-    np.random.seed(worker_seed)
-    random.seed(worker_seed)
-    torch.manual_seed(worker_seed)
+class DistributedSampler(_TorchDistributedSampler):
+    """torch's ``DistributedSampler`` (the same order) whose indices carry their samples' seeds
+    (:mod:`.sample_seed`), as mmdet 2.x's subclass of the same name is torch's with a seed."""
+
+    def __iter__(self):
+        return seeded_indices(super().__iter__(), self.seed, self.epoch)
+
+
+def worker_init_fn(worker_id, num_workers, rank, seed, sampler=None):
+    """Seeds numpy / random / torch in a worker from ``(seed, epoch, rank, worker_id)``; the
+    epoch is ``sampler.epoch`` when the worker starts.
+
+    mmdet 2.x seeds with ``num_workers * rank + worker_id + seed``: non-persistent workers,
+    started anew each epoch, then repeat the previous epoch's random draws. Datasets that take
+    seeded indices do not depend on this (their samples draw from their own seeds); it is for
+    randomness outside them (a user's dataset that ignores the index's seed). ``num_workers``
+    is kept for mmdet's signature.
+    """
+    del num_workers
+    epoch = getattr(sampler, 'epoch', 0)
+    seed_globals(worker_seed(seed, epoch, rank, worker_id))
 
 
 def _empty_reasons(dataset):
@@ -263,13 +281,19 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
 
     Not distributed: batch ``num_gpus * samples_per_gpu``, ``GroupSampler`` when shuffling
     (a one-replica ``DistributedSampler`` when the dataset has no group ``flag``, e.g.
-    test-mode or classification datasets), sequential otherwise; both shuffle by
-    ``seed + epoch`` only, so a resumed run continues with the same batches. Distributed (rank and world size from
+    test-mode or classification datasets), in order otherwise (a one-replica
+    ``DistributedSampler(shuffle=False)``); both shuffle by
+    ``seed + epoch`` only, so a resumed run continues with the same batches. Every sampler made
+    here hands out indices carrying their samples' seeds (:mod:`.sample_seed`; ``seed=None``
+    counts as 0), so the augmentations of a resumed run are those of the uninterrupted one and
+    do not depend on the workers. Distributed (rank and world size from
     ``torch.distributed``): batch ``samples_per_gpu``, ``DistributedGroupSampler`` when
     shuffling (``DistributedSampler(shuffle=True)`` without a flag), else
     ``DistributedSampler(shuffle=False)``. Call ``loader.sampler.set_epoch(epoch)`` each epoch
     (the ``DistSamplerSeedHook`` does). With ``seed``, each worker is seeded by
-    ``worker_init_fn``. ``persistent_workers`` only applies when there are workers.
+    ``worker_init_fn``, and starting the workers draws from a generator of the loader's own,
+    so loading data leaves the trainer's torch generator (dropout) untouched.
+    ``persistent_workers`` only applies when there are workers.
     """
     if len(dataset) == 0:  # the samplers would fail with "need at least one array ..."
         raise ValueError(' '.join(_empty_reasons(dataset)) or
@@ -292,11 +316,14 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
                        DistributedSampler(dataset, 1, 0, shuffle=True,
                                           seed=seed if seed is not None else 0))
         else:
-            sampler = None
-    init_fn = (partial(worker_init_fn, num_workers=num_workers, rank=rank, seed=seed)
-               if seed is not None else None)
+            sampler = DistributedSampler(dataset, 1, 0, shuffle=False,  # in order, seeded
+                                         seed=seed if seed is not None else 0)
+    init_fn = (partial(worker_init_fn, num_workers=num_workers, rank=rank, seed=seed,
+                       sampler=sampler) if seed is not None else None)
     if num_workers > 0:
         kwargs['persistent_workers'] = persistent_workers
+    if seed is not None:  # workers' base seeds from the loader's own generator, not the trainer's
+        kwargs.setdefault('generator', torch.Generator().manual_seed(seed))
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
                       collate_fn=partial(collate, samples_per_gpu=samples_per_gpu),
                       pin_memory=kwargs.pop('pin_memory', False), worker_init_fn=init_fn,
@@ -304,4 +331,4 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
 
 
 __all__ = ['build_dataset', 'build_dataloader', 'collate', 'GroupSampler',
-           'DistributedGroupSampler', 'worker_init_fn']
+           'DistributedGroupSampler', 'DistributedSampler', 'worker_init_fn']

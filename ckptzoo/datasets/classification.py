@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..registry import DATASETS
+from .sample_seed import sample_rng
 
 __all__ = ['BaseClassificationDataset', 'SyntheticClassificationDataset',
            'ImageFolderDataset']
@@ -186,8 +187,10 @@ class ImageFolderDataset(BaseClassificationDataset):
         self.transform = T.Compose(resize + [T.ToTensor(), T.Normalize(mean, std)])
 
     def __getitem__(self, index):
+        """torchvision's random transforms draw from torch's global generator: a seeded
+        index (:mod:`.sample_seed`) runs them under the sample's own seed."""
         from PIL import Image
         path, label = self.samples[index]
-        with Image.open(path) as im:
+        with Image.open(path) as im, sample_rng(index):
             img = self.transform(im.convert('RGB'))
         return dict(img=img, gt_label=torch.tensor(label, dtype=torch.int64))

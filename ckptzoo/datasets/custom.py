@@ -18,6 +18,7 @@ from torch.utils.data import Dataset
 from ..evaluation import eval_map
 from ..registry import DATASETS
 from .pipelines import Compose
+from .sample_seed import sample_rng
 
 
 def list_from_file(filename):
@@ -165,14 +166,18 @@ class CustomDataset(Dataset):
         return np.random.choice(pool)
 
     def __getitem__(self, idx):
-        if self.test_mode:
-            return self.prepare_test_img(idx)
-        while True:
-            data = self.prepare_train_img(idx)
-            if data is None:
-                idx = self._rand_another(idx)
-                continue
-            return data
+        """The sample's pipeline output; a seeded index (from the samplers of
+        ``build_dataloader``) runs it under the sample's own seed (:mod:`.sample_seed`)."""
+        with sample_rng(idx):
+            idx = int(idx)
+            if self.test_mode:
+                return self.prepare_test_img(idx)
+            while True:
+                data = self.prepare_train_img(idx)
+                if data is None:
+                    idx = self._rand_another(idx)
+                    continue
+                return data
 
     def prepare_train_img(self, idx):
         results = dict(img_info=self.data_infos[idx], ann_info=self.get_ann_info(idx))

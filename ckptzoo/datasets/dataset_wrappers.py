@@ -1,7 +1,8 @@
 """Dataset wrappers: ``RepeatDataset`` and ``ConcatDataset`` (mmdet 2.x).
 
 Both accept already-built datasets or dataset configs (built with ``build_dataset``), so a
-config built straight through the registry works too.
+config built straight through the registry works too. A seeded index (:mod:`.sample_seed`)
+runs the inner dataset's item under its seed, so inner datasets of any kind draw from it.
 """
 import bisect
 
@@ -10,6 +11,7 @@ from mmengine.logging import print_log
 from torch.utils.data.dataset import ConcatDataset as _ConcatDataset
 
 from ..registry import DATASETS
+from .sample_seed import sample_rng
 
 
 def _built(dataset):
@@ -44,6 +46,10 @@ class ConcatDataset(_ConcatDataset):
                 f'{sorted({type(d).__name__ for d in datasets})}')
         if all(hasattr(d, 'flag') for d in datasets):
             self.flag = np.concatenate([d.flag for d in datasets])
+
+    def __getitem__(self, idx):
+        with sample_rng(idx):
+            return super().__getitem__(int(idx))
 
     def _locate(self, idx):
         if idx < 0:
@@ -104,7 +110,8 @@ class RepeatDataset:
         self._ori_len = len(self.dataset)
 
     def __getitem__(self, idx):
-        return self.dataset[idx % self._ori_len]
+        with sample_rng(idx):
+            return self.dataset[int(idx) % self._ori_len]
 
     def get_ann_info(self, idx):
         return self.dataset.get_ann_info(idx % self._ori_len)
