@@ -45,9 +45,9 @@ def check_keys(keys, allowed, where='', owner=None):
         hint = f' (did you mean {" or ".join(repr(prefix + c) for c in close)}?)' if close else ''
         parts.append(f'{prefix + str(key)!r}{hint}')
     noun = 'key' if len(unknown) == 1 else 'keys'
-    takes = f'{owner} takes' if owner else f'{where or "the config"} has'
-    raise UnknownKeyError(f'unknown config {noun} {", ".join(parts)}; '
-                          f'{takes}: {", ".join(allowed)}')
+    by = f'by {owner}' if owner else f'in {where or "the config"}'
+    raise UnknownKeyError(f'unknown config {noun} {", ".join(parts)}; allowed {by}: '
+                          f'{", ".join(allowed)}')
 
 
 def accepted_args(obj):

@@ -12,11 +12,11 @@ them themselves (CheckpointHook: ``save_checkpoint``'s; EvalHook: ``dataset.eval
 
 The top level of an mmdet 2.x config file is also a namespace of variables (``img_norm_cfg``,
 ``train_pipeline``, ``dataset_type``, ``data_root``, ``classes``, ...): an unknown top-level key
-*in the file* is accepted (a warning when it looks like a misspelt known key, ``evalution``). A top-level key given by ``--cfg-options`` is different: the file has been
-run, its variables already used, so an override only has an effect where ckptzoo reads it.
-Any ``--cfg-options`` key whose top level is not a known key fails: a new one is a typo (with
-the close matches), one that names a variable of the file changes nothing (the message says to
-set the key that uses it).
+*in the file* is accepted (a warning when it looks like a misspelt known key, ``evalution``).
+A top-level key given by ``--cfg-options`` is different: the file has been run, its variables
+already used, so an override only has an effect where ckptzoo reads it. Any ``--cfg-options``
+key whose top level is not a known key fails: a new one is a typo (with the close matches),
+one that names a variable of the file changes nothing (the message says so).
 """
 import difflib
 import inspect
@@ -65,8 +65,8 @@ def load_config(filename, cfg_options=None):
         raise FileNotFoundError(f'config file {filename!r} not found')
     try:
         cfg = Config.fromfile(filename)
-    except Exception as exc:  # noqa: BLE001  (re-raised naming the file)
-        _raise_naming_file(exc, filename)
+    except Exception as exc:
+        _raise_naming_file(exc, filename)  # always raises
     if cfg_options:
         _check_cli_keys(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
@@ -121,7 +121,7 @@ def _check_cli_keys(cfg, cfg_options):
             raise ConfigError(
                 f'--cfg-options {key}: {top!r} is a variable of the config file, not a setting '
                 f'ckptzoo reads: its value was used when the file was loaded, so changing it '
-                f'now changes nothing; set the key that uses it (e.g. data.train.<key>)')
+                f'now changes nothing; override the settings that use it instead')
         close = difflib.get_close_matches(top, sorted(KNOWN_KEYS), n=3, cutoff=0.6)
         hint = (f'did you mean {" or ".join(map(repr, close))}?' if close else
                 f'known keys: {", ".join(sorted(KNOWN_KEYS))}')

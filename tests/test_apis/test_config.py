@@ -103,7 +103,7 @@ def test_variables_in_the_file_are_accepted_and_near_misses_warned(tmp_path):
      r"'data.train_dataloader.shufle' \(did you mean 'data.train_dataloader.shuffle'"),
     ('data.train.num_sample', 8, UnknownKeyError,
      r"'data.train.num_sample' \(did you mean 'data.train.num_samples'.*"
-     'SyntheticClassificationDataset takes'),
+     'allowed by SyntheticClassificationDataset'),
     ('data.imgs_per_gpu', 2, ConfigError, 'mmdet 1.x name of data.samples_per_gpu'),
     ('lr_config.step', [3, 1], ConfigError, r'lr_config: step must be .*strictly increasing.*'
                                             r'got \[3, 1\]'),
@@ -129,7 +129,7 @@ def test_variables_in_the_file_are_accepted_and_near_misses_warned(tmp_path):
     ('fp16.loss_scal', 512., UnknownKeyError, "did you mean 'fp16.loss_scale'"),
     ('fp16.loss_scale', 'dynamc', ConfigError, 'optimizer_config: loss_scale must be'),
     ('model.backbone.with_cpp', True, UnknownKeyError,
-     r"'model.backbone.with_cpp' \(did you mean 'model.backbone.with_cp'.*ResNet takes"),
+     r"'model.backbone.with_cpp' \(did you mean 'model.backbone.with_cp'.*allowed by ResNet: "),
     ('model.type', 'ImageClasifier', UnknownTypeError, "did you mean ImageClassifier"),
     ('log_config.hooks', [dict(type='TextLoggerHook', intervl=5)], UnknownKeyError,
      "did you mean 'log_config.hooks.0.interval'"),
@@ -154,7 +154,7 @@ def test_check_follows_wrappers_lists_and_pipelines():
     bad = copy.deepcopy(cfg)
     bad.data.train.tims = 3  # RepeatDataset(times=...)
     with pytest.raises(UnknownKeyError, match=r"'data.train.tims' \(did you mean "
-                       r"'data.train.times'\?\); RepeatDataset takes: dataset, times"):
+                       r"'data.train.times'\?\); allowed by RepeatDataset: dataset, times"):
         check_config(bad)
     bad = copy.deepcopy(cfg)
     bad.data.train.dataset.pipeline[2].img_scal = (1000, 600)  # inside RepeatDataset
@@ -169,7 +169,7 @@ def test_check_follows_wrappers_lists_and_pipelines():
     bad = copy.deepcopy(cfg)
     bad.model.bbox_head.anchor_generator.octave_base_scal = 4
     with pytest.raises(UnknownKeyError, match="'model.bbox_head.anchor_generator.octave_base_scal"
-                       "' .*AnchorGenerator takes"):
+                       "' .*allowed by AnchorGenerator"):
         check_config(bad)
     bad = copy.deepcopy(cfg)
     bad.evaluation.iou_thrs = [0.5]  # CocoDataset's name; VOC (two datasets) takes iou_thr
@@ -195,3 +195,13 @@ def test_accepted_args_follow_kwargs_to_the_base_class():
     assert {'groups', 'base_width', 'depth', 'with_cp'} <= accepted_args(MODELS.get('ResNeXt'))
     assert 'warmup_iters' in accepted_args(HOOKS.get('StepLrUpdaterHook'))
     assert accepted_args(HOOKS.get('CheckpointHook')) is None  # checks its **kwargs itself
+
+
+def test_head_train_and_test_cfg_keys():
+    """The head reads fixed keys of train_cfg / test_cfg: a typo failed silently in mmdet."""
+    from ckptzoo.registry import build_model
+    cfg = Config.fromfile(VOC)
+    cfg.model.test_cfg.score_thrs = 0.5
+    with pytest.raises(UnknownKeyError, match=r"'test_cfg.score_thrs' \(did you mean "
+                       r"'test_cfg.score_thr'\?\); allowed by RetinaHead"):
+        build_model(cfg.model)

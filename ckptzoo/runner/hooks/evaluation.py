@@ -48,7 +48,7 @@ def check_eval_kwargs(dataset, eval_kwargs, hook_args=(), where='evaluation'):
             params = [p for p in inspect.signature(evaluate).parameters
                       if p not in ('self', 'results', 'logger')]
             check_keys(eval_kwargs, list(params) + list(hook_args), where,
-                       owner=f'{name}.evaluate ({", ".join(params)}) with the hook')
+                       owner=f'the evaluation hook and {name}.evaluate')
         metrics = getattr(leaf, 'METRICS', None)
         metric = eval_kwargs.get('metric')
         if metrics is None or metric is None:
