@@ -60,7 +60,7 @@ def accepted_args(obj):
     functions = [obj] if not inspect.isclass(obj) else [
         vars(k)['__init__'] for k in obj.__mro__ if '__init__' in vars(k) and k is not object]
     names = set()
-    for i, fn in enumerate(functions):
+    for fn in functions:
         try:
             params = list(inspect.signature(fn).parameters.values())
         except (TypeError, ValueError):

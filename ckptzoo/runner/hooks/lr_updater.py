@@ -252,8 +252,7 @@ class StepLrUpdaterHook(LrUpdaterHook):
     """
 
     def __init__(self, step, gamma=0.1, min_lr=None, **kwargs):
-        step = check_step(step)
-        self.step = step
+        self.step = check_step(step)
         self.gamma = gamma
         self.min_lr = min_lr
         super().__init__(**kwargs)
