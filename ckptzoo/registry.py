@@ -4,7 +4,9 @@ Type names are those of mmcv 1.x / mmdet 2.x so their configs run unchanged. mmd
 registry per model part (BACKBONES, NECKS, ...); here they are aliases of one MODELS registry,
 so a config may name any model part anywhere. Building an unknown ``type`` fails with an error
 that names the type, the registry and the closest registered names (mmengine only says
-"not in the registry").
+"not in the registry"). A key that the class of a ``type`` does not take fails the same way
+(:func:`accepted_args` reads the schema from the class's signature, :func:`check_keys` names
+the unknown key and its close matches).
 """
 import difflib
 import inspect
@@ -20,7 +22,60 @@ class UnknownTypeError(KeyError):
         return self.args[0] if self.args else ''
 
 
-def _check_cfg(cfg, registry):
+class UnknownKeyError(KeyError, TypeError):
+    """A config key that nothing reads (a KeyError: an unknown key; a TypeError, as Python's
+    own "unexpected keyword argument"); ``str()`` is the plain message."""
+
+    def __str__(self):
+        return self.args[0] if self.args else ''
+
+
+def check_keys(keys, allowed, where='', owner=None):
+    """Fail naming every key of ``keys`` not in ``allowed``, with the close matches
+    (``difflib.get_close_matches``), else the allowed keys: ``unknown config key 'runer' (did
+    you mean 'runner'?)``. ``where`` is the dotted path of the dict the keys are in."""
+    allowed = sorted(set(allowed))
+    unknown = sorted(k for k in keys if k not in allowed)
+    if not unknown:
+        return
+    prefix = f'{where}.' if where else ''
+    parts = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), allowed, n=3, cutoff=0.6)
+        hint = f' (did you mean {" or ".join(repr(prefix + c) for c in close)}?)' if close else ''
+        parts.append(f'{prefix + str(key)!r}{hint}')
+    noun = 'key' if len(unknown) == 1 else 'keys'
+    by = f'by {owner}' if owner else f'in {where or "the config"}'
+    raise UnknownKeyError(f'unknown config {noun} {", ".join(parts)}; allowed {by}: '
+                          f'{", ".join(allowed)}')
+
+
+def accepted_args(obj):
+    """The keyword arguments a config dict may give ``obj`` (a class or a function): the names
+    of its signature, following ``**kwargs`` up the class hierarchy to the next ``__init__``
+    (ckptzoo's classes pass them on to ``super().__init__``, as ResNeXt to ResNet). None when
+    the ``**kwargs`` go elsewhere (they reach ``object``, as CheckpointHook's reach
+    ``runner.save_checkpoint`` and EvalHook's ``dataset.evaluate``): then any key may be right
+    and the class checks them itself."""
+    functions = [obj] if not inspect.isclass(obj) else [
+        vars(k)['__init__'] for k in obj.__mro__ if '__init__' in vars(k) and k is not object]
+    names = set()
+    for fn in functions:
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            return None
+        if inspect.isclass(obj):
+            params = params[1:]  # self
+        names.update(p.name for p in params
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            return names
+    return None
+
+
+def check_type(cfg, registry):
+    """``cfg`` is a dict whose ``type`` ``registry`` has (else fail with the close matches)."""
     if not isinstance(cfg, dict):
         raise TypeError(f'a {registry.name} config must be a dict with a "type" key, '
                         f'got {type(cfg).__name__}: {cfg!r}')
@@ -38,7 +93,7 @@ def _check_cfg(cfg, registry):
 
 
 def _build(cfg, registry, default_args=None):
-    _check_cfg(cfg, registry)
+    check_type(cfg, registry)
     return build_from_cfg(cfg, registry, default_args)
 
 

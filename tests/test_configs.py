@@ -1,12 +1,14 @@
 """Every shipped config parses, builds its model, and trains one step on a tiny input."""
 import glob
 import os.path as osp
+import warnings
 
 import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
 
+from ckptzoo.apis.config import check_config, load_config
 from ckptzoo.registry import build_model
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -44,3 +46,13 @@ def test_config_builds_and_trains_one_step(path):
     outputs['loss'].backward()
     with_cp = cfg.model.backbone.get('with_cp', False)
     assert with_cp == ('_cp' in osp.basename(path) or 'smoke' in path), path
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: osp.relpath(p, ROOT))
+def test_config_passes_the_config_check(path):
+    """Every key of a shipped config is one ckptzoo reads (no warning either)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', UserWarning)
+        cfg = load_config(path)
+        check_config(cfg)
+        check_config(cfg, distributed=True)

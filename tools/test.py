@@ -11,9 +11,10 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 import mmengine  # noqa: E402
 import torch  # noqa: E402
-from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.config import DictAction  # noqa: E402
 
 from ckptzoo.apis import multi_gpu_test, prepare_synthetic_data, single_gpu_test  # noqa: E402
+from ckptzoo.apis.config import load_config  # noqa: E402
 from ckptzoo.datasets import build_dataloader, build_dataset  # noqa: E402
 from ckptzoo.registry import build_model  # noqa: E402
 from ckptzoo.runner import MMDistributedDataParallel, init_dist, load_checkpoint  # noqa: E402
@@ -84,9 +85,7 @@ def _unwritable(path):
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options)  # errors name the file and line
     if cfg.get('cudnn_benchmark', False):
         torch.backends.cudnn.benchmark = True
 

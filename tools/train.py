@@ -8,11 +8,12 @@ import time
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 import torch  # noqa: E402
-from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.config import DictAction  # noqa: E402
 
 import ckptzoo  # noqa: E402
 from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
                           prepare_synthetic_data, set_random_seed, train_model)
+from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget  # noqa: E402
 from ckptzoo.runner import init_dist  # noqa: E402
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
@@ -67,9 +68,8 @@ def _setup_multi_processes(cfg):
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options)  # errors name the file and line
+    check_config(cfg, distributed=args.launcher != 'none', validate=not args.no_validate)
     _setup_multi_processes(cfg)
     if cfg.get('cudnn_benchmark', False):
         torch.backends.cudnn.benchmark = True

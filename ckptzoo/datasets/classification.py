@@ -24,6 +24,8 @@ class BaseClassificationDataset(Dataset):
     """Labels, classes and mmcls's accuracy evaluation; subclasses make the images."""
 
     CLASSES = None
+    #: the ``metric`` values ``evaluate`` takes
+    METRICS = ('accuracy', )
 
     def get_gt_labels(self):
         return np.asarray(self.gt_labels, dtype=np.int64)
@@ -41,7 +43,7 @@ class BaseClassificationDataset(Dataset):
             indices (list[int], optional): the dataset indices ``results`` belong to.
         """
         metrics = [metric] if isinstance(metric, str) else list(metric)
-        if any(m != 'accuracy' for m in metrics):
+        if any(m not in self.METRICS for m in metrics):
             raise ValueError(f"metric must be 'accuracy', got {metric!r}")
         topk = (metric_options or {}).get('topk', (1, ))
         topk = (topk, ) if isinstance(topk, int) else tuple(topk)

@@ -144,6 +144,9 @@ class CocoDataset(CustomDataset):
     ``min_size`` and, with ``filter_empty_gt``, images with no annotation of a class in
     ``CLASSES`` (crowd ones count, as in mmdet)."""
 
+    #: the ``metric`` values ``evaluate`` takes (mmdet 2.x's 'segm' and 'proposal_fast' are not
+    #: implemented: no mask models, no fast recall)
+    METRICS = ('bbox', 'proposal')
     CLASSES = ('person', 'bicycle', 'car', 'motorcycle', 'airplane', 'bus', 'train', 'truck',
                'boat', 'traffic light', 'fire hydrant', 'stop sign', 'parking meter', 'bench',
                'bird', 'cat', 'dog', 'horse', 'sheep', 'cow', 'elephant', 'bear', 'zebra',

@@ -50,6 +50,8 @@ class CustomDataset(Dataset):
     empty_reason = None
 
     CLASSES = None
+    #: the ``metric`` values ``evaluate`` takes (mmdet 2.x also had 'recall': not implemented)
+    METRICS = ('mAP', )
     #: +1 in box widths/heights when evaluating (mmdet 2.x: False here, True for VOC).
     use_legacy_coordinate = False
 
@@ -222,8 +224,8 @@ class CustomDataset(Dataset):
             if len(metric) != 1:
                 raise ValueError(f'evaluate takes one metric, got {metric!r}')
             metric = metric[0]
-        if metric != 'mAP':
-            raise KeyError(f"metric {metric!r} is not supported; supported: 'mAP'")
+        if metric not in self.METRICS:
+            raise KeyError(f'metric {metric!r} is not supported; supported: {self.METRICS}')
         if len(results) != len(annotations):
             raise ValueError(f'got results for {len(results)} images, the dataset has '
                              f'{len(annotations)}')

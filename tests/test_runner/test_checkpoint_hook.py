@@ -78,3 +78,14 @@ def test_bad_arguments():
         CheckpointHook(max_keep_ckpts=0)
     with pytest.raises(ValueError, match="backend must be \"disk\" or unset, got 'petrel'"):
         CheckpointHook(file_client_args=dict(backend='petrel'))
+
+
+def test_unknown_argument_fails_at_construction_with_close_match(tmp_path):
+    """mmcv passed any key on to save_checkpoint: ``max_keep_ckpt=1`` failed after an epoch."""
+    with pytest.raises(TypeError, match=r"'max_keep_ckpt' \(did you mean 'max_keep_ckpts'\?\)"):
+        build_hook(dict(type='CheckpointHook', interval=1, max_keep_ckpt=1))
+    runner = FakeRunner(tmp_path)  # mmcv's save_checkpoint arguments still pass through
+    runner.register_hook(CheckpointHook(interval=1, filename_tmpl='ckpt_{}.pth',
+                                        create_symlink=False), 'NORMAL')
+    runner.run_epochs([0], max_epochs=1)
+    assert runner.saved[0][1] == 'ckpt_1.pth'

@@ -309,3 +309,20 @@ def test_by_iter_training_line_before_eval_line(tmp_path):
                                                        'Iter [4/4]', 'Iter(val) [3]']
     assert lines[0].endswith('loss: 2.0000') and 'acc' not in lines[0]
     assert lines[1] == 'Iter(val) [3]\tacc: 0.7500'
+
+
+def test_eval_arguments_are_checked_at_construction(tmp_path):
+    """The keys that are not the hook's go to ``dataset.evaluate``: a typo or a metric of
+    another task (mmcv: a KeyError at the first evaluation, after an epoch) fails here."""
+    from ckptzoo.datasets import ConcatDataset, SyntheticClassificationDataset
+    dataset = SyntheticClassificationDataset(num_samples=4, num_classes=2, img_size=8)
+    loader = DataLoader(dataset)
+    with pytest.raises(ValueError, match="metric 'bbox' is not a metric of "
+                       "SyntheticClassificationDataset: allowed 'accuracy'"):
+        EvalHook(loader, metric='bbox')
+    with pytest.raises(KeyError, match=r"'evaluation.metrc' \(did you mean 'evaluation.metric'"):
+        EvalHook(loader, metrc='accuracy')
+    with pytest.raises(ValueError, match="metric 'mAP' is not a metric"):  # inside a concat
+        DistEvalHook(DataLoader(ConcatDataset([dataset, dataset])), metric='mAP')
+    hook = EvalHook(loader, interval=2, metric='accuracy', metric_options=dict(topk=(1, )))
+    assert hook.eval_kwargs == dict(metric='accuracy', metric_options=dict(topk=(1, )))

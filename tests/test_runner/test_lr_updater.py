@@ -1,4 +1,5 @@
 import math
+import re
 
 import pytest
 import torch
@@ -327,3 +328,14 @@ def test_new_policies_bad_arguments():
         CosineRestartLrUpdaterHook(periods=[2, 2], min_lr=0.)
     with pytest.raises(ValueError, match='exactly one of min_lr and min_lr_ratio'):
         CosineRestartLrUpdaterHook(periods=[2])
+
+
+@pytest.mark.parametrize('step', [[3, 1], [2, 2], [], [1, True]])
+def test_step_list_must_increase(step):
+    """mmcv asserts positive ints only: [3, 1] passed and decayed twice at once at 3."""
+    with pytest.raises(ValueError, match=r'step must be .*strictly increasing positive ints.*'
+                       + re.escape(repr(step))):
+        StepLrUpdaterHook(step=step)
+    with pytest.raises(ValueError, match='strictly increasing'):
+        build_lr_hook(dict(policy='step', step=step))
+    assert StepLrUpdaterHook(step=(1, 3)).step == [1, 3]

@@ -175,3 +175,8 @@ def test_bad_arguments(tmp_path):
     runner.register_hook(StepMomentumUpdaterHook(step=2), 'HIGH')
     with pytest.raises(ValueError, match='Adagrad has no momentum or betas'):
         runner.run_epochs([0], 1)
+
+
+def test_step_list_must_increase():
+    with pytest.raises(ValueError, match=r'strictly increasing positive ints.*\[3, 1\]'):
+        StepMomentumUpdaterHook(step=[3, 1])

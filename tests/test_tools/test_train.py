@@ -2,6 +2,7 @@
 import importlib.util
 import os
 import os.path as osp
+import re
 import subprocess
 import sys
 
@@ -216,3 +217,48 @@ def test_tilde_in_work_dir_and_resume_from_is_the_home_dir(tmp_path):
     assert _final(home / 'runs' / 'a')['meta']['iter'] == 3
     log = open(next(str(p) for p in (home / 'runs' / 'b').glob('*.log'))).read()
     assert 'resumed epoch 0, iter 2' in log
+
+
+_TOY_EPOCHS = "runner = dict(type='EpochBasedRunner', max_epochs=2)\n"
+_SMOKE = osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py')
+
+
+@pytest.mark.parametrize('config, options, message', [
+    (TOY_CFG, ['runer.max_epochs=1'], r"unknown config key 'runer' .*did you mean 'runner'\?"),
+    (TOY_CFG, ['data.samples_per_gpus=2'],
+     r"unknown config key 'data.samples_per_gpus' \(did you mean 'data.samples_per_gpu'"),
+    (TOY_CFG, ['lr_config.step=[3,1]'],
+     r'lr_config: step must be .*strictly increasing positive ints.*got \[3, 1\]'),
+    (TOY_CFG + "data = dict(samples_per_gpu='2', workers_per_gpu=0, "
+     "train=dict(type='ToyDataset', num_samples=8))\n", [],
+     "data.samples_per_gpu must be a positive int, got '2'"),
+    (TOY_CFG, ['data.samples_per_gpu=0'], 'data.samples_per_gpu must be a positive int, got 0'),
+    (TOY_CFG, ['data.workers_per_gpu=-1'], 'data.workers_per_gpu must be a non-negative int'),
+    (TOY_CFG, ['checkpoint_config.max_keep_ckpt=1'],
+     r"checkpoint_config: unknown config key 'max_keep_ckpt' \(did you mean 'max_keep_ckpts'"),
+    (None, ['evaluation.metric=bbox', 'runner.max_epochs=1'],
+     "evaluation.metric 'bbox' is not a metric of SyntheticClassificationDataset: allowed "
+     "'accuracy'"),
+], ids=['runer', 'samples_per_gpus', 'step', 'samples_str', 'samples_0', 'workers', 'max_keep',
+        'metric'])
+def test_config_errors_come_before_anything_is_built(tmp_path, config, options, message):
+    """A typo used to train on the defaults, a bad value to fail in torch or after an epoch;
+    now the config is refused before the work_dir is made or the model built."""
+    path = _SMOKE
+    if config is not None:
+        path = tmp_path / 'toy.py'
+        path.write_text(config + _TOY_EPOCHS)
+    argv = [str(path), '--work-dir', str(tmp_path / 'w')]
+    argv += ['--cfg-options'] + options if options else []
+    with pytest.raises(Exception, match=message):
+        _load_train_module().main(argv)
+    assert not (tmp_path / 'w').exists()
+
+
+def test_syntax_error_in_a_base_file_is_named(tmp_path):
+    (tmp_path / 'base.py').write_text("model = dict(type='ToyRegressor'\n")
+    (tmp_path / 'toy.py').write_text("_base_ = ['./base.py']\n")
+    with pytest.raises(SyntaxError, match=re.escape(f"{tmp_path / 'base.py'} (a _base_ of "
+                                                    f"{tmp_path / 'toy.py'})")) as info:
+        _load_train_module().main([str(tmp_path / 'toy.py')])
+    assert info.value.lineno == 1

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 from torchvision.ops import batched_nms
 
-from ...registry import MODELS, TASK_UTILS
+from ...registry import MODELS, TASK_UTILS, check_keys
 from ...runner.checkpoint import load_checkpoint
 from ...runner.fp16 import force_fp32
 from ..utils import apply_init_cfg
@@ -83,7 +83,13 @@ class AnchorHead(nn.Module):
         test_cfg (dict): ``nms_pre``, ``min_bbox_size``, ``score_thr``, ``nms``,
             ``max_per_img``.
         init_cfg (dict): mmcv init_cfg, applied at construction.
+
+    Another key of ``train_cfg`` / ``test_cfg`` fails at construction (mmdet ignored a typo
+    such as ``score_thrs``); ``debug`` is accepted as mmdet's configs have it, and unused.
     """
+
+    TRAIN_CFG_KEYS = ('assigner', 'sampler', 'allowed_border', 'pos_weight', 'debug')
+    TEST_CFG_KEYS = ('nms_pre', 'min_bbox_size', 'score_thr', 'nms', 'max_per_img')
 
     def __init__(self, num_classes, in_channels, feat_channels=256,
                  anchor_generator=dict(type='AnchorGenerator', scales=[8, 16, 32],
@@ -99,6 +105,10 @@ class AnchorHead(nn.Module):
         super().__init__()
         if not (isinstance(num_classes, int) and num_classes > 0):
             raise ValueError(f'num_classes must be a positive int, got {num_classes!r}')
+        for name, cfg, keys in (('train_cfg', train_cfg, self.TRAIN_CFG_KEYS),
+                                ('test_cfg', test_cfg, self.TEST_CFG_KEYS)):
+            if isinstance(cfg, dict):
+                check_keys(cfg, keys, name, owner=type(self).__name__)
         self.num_classes = num_classes
         self.in_channels = in_channels
         self.feat_channels = feat_channels

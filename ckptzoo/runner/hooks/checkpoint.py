@@ -1,5 +1,6 @@
 """mmcv 1.x CheckpointHook: save every ``interval`` epochs/iterations and keep the newest few."""
 import glob
+import inspect
 import os
 import os.path as osp
 import re
@@ -7,13 +8,15 @@ import re
 import torch
 import torch.distributed as dist
 
-from ...registry import HOOKS
+from ...registry import HOOKS, check_keys
 from ..finite import last_finite_checkpoint
 from .hook import Hook
 
 __all__ = ['CheckpointHook', 'allreduce_buffers']
 
 _LOCAL_BACKENDS = (None, 'disk', 'local')
+#: mmcv 1.x ``runner.save_checkpoint`` arguments a CheckpointHook passes on (``**kwargs``)
+SAVE_ARGS = ('filename_tmpl', 'meta', 'create_symlink')
 
 
 def check_local_file_client(file_client_args, owner):
@@ -78,8 +81,9 @@ class CheckpointHook(Hook):
         save_last (bool): also save at the last epoch/iteration.
         sync_buffer (bool): average the model buffers over the ranks before saving.
         file_client_args (dict | None): accepted for mmcv configs; only local disk is supported.
-        **kwargs: passed on to ``runner.save_checkpoint`` (``filename_tmpl``,
-            ``create_symlink``, ...).
+        **kwargs: passed on to ``runner.save_checkpoint``: ``filename_tmpl``, ``meta``,
+            ``create_symlink``. mmcv took any key here, so a typo (``max_keep_ckpt=1``) only
+            failed in ``save_checkpoint`` after the first epoch; here it fails at once.
 
     Fix over mmcv: ``max_keep_ckpts`` looks at the checkpoint files that exist (named by the
     filename template) instead of counting back by ``interval``, so a last checkpoint off the
@@ -90,6 +94,9 @@ class CheckpointHook(Hook):
     def __init__(self, interval=-1, by_epoch=True, save_optimizer=True, out_dir=None,
                  max_keep_ckpts=-1, save_last=True, sync_buffer=False, file_client_args=None,
                  **kwargs):
+        # the hook's own arguments are among the allowed ones for the close matches
+        own = [p for p in inspect.signature(CheckpointHook).parameters if p != 'kwargs']
+        check_keys(kwargs, SAVE_ARGS + tuple(own), owner='CheckpointHook')
         if not isinstance(interval, int) or isinstance(interval, bool) or interval == 0:
             raise ValueError(f'interval must be a positive int, or -1 to save only the last '
                              f'checkpoint, got {interval!r}')

@@ -1,4 +1,5 @@
 """mmcv 1.x EvalHook / DistEvalHook: evaluate during training and keep the best checkpoint."""
+import inspect
 import math
 import os
 import os.path as osp
@@ -8,13 +9,55 @@ import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
-from ...registry import HOOKS
+from ...registry import HOOKS, check_keys
 from ..work_dir import in_directory
 from .checkpoint import check_local_file_client, out_dir_for
 from .hook import Hook
 from .logger import LoggerHook
 
-__all__ = ['EvalHook', 'DistEvalHook']
+__all__ = ['EvalHook', 'DistEvalHook', 'check_eval_kwargs']
+
+
+def _evaluated(dataset):
+    """The datasets whose ``evaluate`` takes the keys: those inside a ConcatDataset (its
+    ``evaluate`` passes ``**kwargs`` on), else ``dataset`` itself."""
+    evaluate = getattr(dataset, 'evaluate', None)
+    inner = getattr(dataset, 'datasets', None)
+    if evaluate is None or not _takes_any_key(evaluate) or inner is None \
+            or inspect.isclass(dataset):
+        return [dataset]
+    return [leaf for d in inner for leaf in _evaluated(d)]
+
+
+def _takes_any_key(fn):
+    return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+
+
+def check_eval_kwargs(dataset, eval_kwargs, hook_args=(), where='evaluation'):
+    """``evaluation``'s keys that are not the hook's go to ``dataset.evaluate`` (a dataset or a
+    dataset class): check them against its signature, and ``metric`` against the dataset's
+    ``METRICS``, so that a typo or a metric of another task (``metric='bbox'`` for a
+    classifier) fails before training instead of at the first evaluation, an epoch later.
+    ``hook_args`` are the hook's own arguments, offered as close matches."""
+    for leaf in _evaluated(dataset):
+        name = leaf.__name__ if inspect.isclass(leaf) else type(leaf).__name__
+        evaluate = getattr(leaf, 'evaluate', None)
+        if evaluate is None:
+            raise TypeError(f'the validation dataset {name} has no evaluate(results, ...): '
+                            'it cannot be evaluated during training (use --no-validate)')
+        if not _takes_any_key(evaluate):
+            params = [p for p in inspect.signature(evaluate).parameters
+                      if p not in ('self', 'results', 'logger')]
+            check_keys(eval_kwargs, list(params) + list(hook_args), where,
+                       owner=f'the evaluation hook and {name}.evaluate')
+        metrics = getattr(leaf, 'METRICS', None)
+        metric = eval_kwargs.get('metric')
+        if metrics is None or metric is None:
+            continue
+        given = [metric] if isinstance(metric, str) else metric
+        if not isinstance(given, (list, tuple)) or not all(m in metrics for m in given):
+            raise ValueError(f'{where}.metric {metric!r} is not a metric of {name}: allowed '
+                             f'{", ".join(map(repr, metrics))}')
 
 
 @HOOKS.register_module()
@@ -41,7 +84,9 @@ class EvalHook(Hook):
         greater_keys, less_keys (str | list[str] | None): replace the keys used to infer the rule.
         out_dir (str | None): where the best checkpoint goes; default the work_dir, another
             directory gets the work_dir's basename appended as mmcv.
-        **eval_kwargs: passed to ``dataset.evaluate`` (``metric='mAP'``, ...).
+        **eval_kwargs: passed to ``dataset.evaluate`` (``metric='mAP'``, ...); checked
+            here against its signature and the dataset's ``METRICS``
+            (:func:`check_eval_kwargs`).
 
     Fixes over mmcv: a best score of exactly 0 is still saved (mmcv tested ``if key_score``);
     the model's train mode is restored after an evaluation in the middle of an epoch; a best
@@ -96,6 +141,9 @@ class EvalHook(Hook):
             raise KeyError(f'rule must be "greater", "less" or None, got {rule!r}')
         self.out_dir = out_dir
         self.file_client_args = file_client_args
+        own = [p for p in inspect.signature(type(self)).parameters
+               if p not in ('dataloader', 'eval_kwargs')]
+        check_eval_kwargs(dataloader.dataset, eval_kwargs, own)
 
     @staticmethod
     def _key_list(keys, default, name):

@@ -19,7 +19,7 @@ __all__ = ['LrUpdaterHook', 'StepLrUpdaterHook', 'CosineAnnealingLrUpdaterHook',
            'FlatCosineAnnealingLrUpdaterHook', 'LinearAnnealingLrUpdaterHook',
            'CosineRestartLrUpdaterHook', 'annealing_cos', 'annealing_linear', 'build_lr_hook',
            'build_schedule_hook', 'format_param', 'get_cumulative_iters', 'schedule_progress',
-           'check_warmup', 'check_min', 'min_target']
+           'check_warmup', 'check_min', 'min_target', 'check_step', 'schedule_hook_cfg']
 
 _WARMUP_TYPES = ('constant', 'linear', 'exp')
 
@@ -79,6 +79,29 @@ def check_warmup(warmup, warmup_iters, warmup_ratio):
                          f'got {warmup_iters!r}')
     if not 0 < warmup_ratio <= 1.0:
         raise ValueError(f'warmup_ratio must be in (0, 1], got {warmup_ratio!r}')
+
+
+def check_step(step):
+    """``step`` of a step schedule: a positive int (decay every ``step``) or a non-empty list
+    of strictly increasing positive ints (decay at each). mmcv asserts positive ints only, so
+    ``step=[3, 1]`` passed and decayed twice at once at 3 (the schedule counts the listed
+    steps before the first one not yet reached); here it fails. Returns ``step`` (a list
+    for a list or tuple)."""
+    allowed = 'a positive int or a non-empty list of strictly increasing positive ints'
+    if isinstance(step, (list, tuple)):
+        steps = list(step)
+        if not steps or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool)
+                                and s > 0 for s in steps):
+            raise ValueError(f'step must be {allowed}, got {step!r}')
+        if any(b <= a for a, b in zip(steps, steps[1:])):
+            raise ValueError(f'step must be {allowed} (each step after the one before it), '
+                             f'got {step!r}')
+        return steps
+    if not isinstance(step, numbers.Integral) or isinstance(step, bool):
+        raise TypeError(f'step must be {allowed}, got {step!r}')
+    if step <= 0:
+        raise ValueError(f'step must be {allowed}, got {step!r}')
+    return step
 
 
 def min_target(base, minimum, ratio):
@@ -222,22 +245,14 @@ class StepLrUpdaterHook(LrUpdaterHook):
     """lr = base_lr * gamma ** (number of steps passed), clipped below at ``min_lr``.
 
     Args:
-        step (int | list[int]): decay every ``step`` epochs/updates, or at each listed one.
+        step (int | list[int]): decay every ``step`` epochs/updates, or at each listed one
+            (strictly increasing: see :func:`check_step`).
         gamma (float): the decay factor.
         min_lr (float | None): lower bound of the lr.
     """
 
     def __init__(self, step, gamma=0.1, min_lr=None, **kwargs):
-        if isinstance(step, (list, tuple)):
-            if not all(isinstance(s, numbers.Integral) and s > 0 for s in step):
-                raise ValueError(f'step must be a positive int or a list of them, got {step!r}')
-            step = list(step)
-        elif isinstance(step, numbers.Integral) and not isinstance(step, bool):
-            if step <= 0:
-                raise ValueError(f'step must be a positive int or a list of them, got {step!r}')
-        else:
-            raise TypeError(f'step must be an int or a list of ints, got {step!r}')
-        self.step = step
+        self.step = check_step(step)
         self.gamma = gamma
         self.min_lr = min_lr
         super().__init__(**kwargs)
@@ -392,23 +407,21 @@ class InvLrUpdaterHook(LrUpdaterHook):
         return base_lr * (1 + self.gamma * progress)**(-self.power)
 
 
-def build_schedule_hook(config, suffix, what):
-    """``config`` with a ``policy`` -> the ``<Policy><suffix>`` hook, mmcv's way.
+def schedule_hook_cfg(config, suffix, what):
+    """``config`` with a ``policy`` -> the ``<Policy><suffix>`` hook's config, mmcv's way.
 
     As mmcv's ``register_lr_hook`` / ``register_momentum_hook``: an all-lower-case policy is
     title-cased ('step' -> 'Step', 'onecycle' -> 'Onecycle'), a policy with capitals is kept
     ('CosineAnnealing', 'OneCycle'). A policy whose name is not registered is then matched
-    case-insensitively ('onecycle' -> 'OneCycle'), which mmcv did not do. None gives None; a
-    hook is returned as is; a dict with a ``type`` and no ``policy`` is built as it is.
+    case-insensitively ('onecycle' -> 'OneCycle'), which mmcv did not do. A dict with a
+    ``type`` and no ``policy`` is returned as it is.
     """
-    if config is None or isinstance(config, Hook):
-        return config
     if not isinstance(config, dict):
         raise TypeError(f'{what} must be a dict, a Hook or None, got {config!r}')
     cfg = dict(config)
     if 'policy' not in cfg:
         if 'type' in cfg:
-            return HOOKS.build(cfg)
+            return cfg
         raise KeyError(f'{what} needs a "policy" key, got keys {sorted(cfg)}')
     policy = cfg.pop('policy')
     if not isinstance(policy, str) or not policy:
@@ -423,7 +436,14 @@ def build_schedule_hook(config, suffix, what):
                              f'(any case), giving {", ".join(allowed)}')
         name = matches[0]
     cfg['type'] = name
-    return HOOKS.build(cfg)
+    return cfg
+
+
+def build_schedule_hook(config, suffix, what):
+    """The hook of :func:`schedule_hook_cfg`; None gives None, a hook is returned as is."""
+    if config is None or isinstance(config, Hook):
+        return config
+    return HOOKS.build(schedule_hook_cfg(config, suffix, what))
 
 
 def build_lr_hook(lr_config):

@@ -17,7 +17,7 @@ from .hook import Hook
 from .lr_cyclic import (anneal_function, check_by_epoch_false, check_pct, cyclic_phases,
                         cyclic_value, init_cycle, one_cycle_phases, one_cycle_value)
 from .lr_updater import (check_min, annealing_cos, annealing_linear, build_schedule_hook,
-                         check_warmup, format_param, get_cumulative_iters, min_target,
+                         check_step, check_warmup, format_param, get_cumulative_iters, min_target,
                          schedule_progress)
 
 __all__ = ['MomentumUpdaterHook', 'StepMomentumUpdaterHook',
@@ -123,11 +123,7 @@ class StepMomentumUpdaterHook(MomentumUpdaterHook):
     """momentum = base * gamma ** (steps passed), clipped below at ``min_momentum``."""
 
     def __init__(self, step, gamma=0.5, min_momentum=None, **kwargs):
-        steps = step if isinstance(step, (list, tuple)) else [step]
-        if not steps or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool)
-                                and s > 0 for s in steps):
-            raise ValueError(f'step must be a positive int or a list of them, got {step!r}')
-        self.step = list(step) if isinstance(step, (list, tuple)) else step
+        self.step = check_step(step)
         self.gamma = gamma
         self.min_momentum = min_momentum
         super().__init__(**kwargs)
