@@ -12,10 +12,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-import torch.nn as nn
 
 from ckptzoo.datasets import build_dataloader
-from ckptzoo.registry import MODELS
 from ckptzoo.runner import (CheckpointHook, EpochBasedRunner, MMDistributedDataParallel,
                             OptimizerHook)
 from ckptzoo.runner.hooks import EvalHook
@@ -23,21 +21,7 @@ from ckptzoo.runner.rng_state import get_rng_state, restore_rng_state, set_rng_s
 
 from tests.test_tools.fault_injection import ToyEvalDataset
 
-from .toy import ToyDataset, ToyRegressor, quiet_logger
-
-
-@MODELS.register_module(force=True)
-class DropoutRegressor(ToyRegressor):
-    """ToyRegressor with dropout, whose training step also draws from numpy and ``random``."""
-
-    def __init__(self, p=0.5, **kwargs):
-        super().__init__(**kwargs)
-        self.drop = nn.Dropout(p)
-
-    def forward_train(self, img, target, **kwargs):
-        scale = 1 + 0.1 * float(np.random.rand()) + 0.1 * random.random()
-        pred = self.fc2(self.drop(torch.tanh(self.fc1(img * scale)))).squeeze(-1)
-        return dict(loss_mse=((pred - target) ** 2).mean())
+from .toy import DropoutRegressor, ToyDataset, quiet_logger
 
 
 def _seed(seed):
@@ -90,6 +74,12 @@ def test_restore_warns_in_one_line_when_the_checkpoint_cannot_give_the_state(cap
     with caplog.at_level(logging.WARNING, logger=logger.name):
         restore_rng_state([None, state], 1, 2, 'ckpt.pth', logger)  # rank 1 takes its own
     assert not caplog.records and _same_draws(_draws(), saved)
+    # CUDA states for another number of devices: the CPU generators are still restored
+    state = dict(state, cuda=[torch.zeros(16, dtype=torch.uint8)] * 9)
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        restore_rng_state([state], 0, 1, 'ckpt.pth', logger)
+    assert 'holds the CUDA random state of 9 device(s), this process sees' in caplog.text
+    assert _same_draws(_draws(), saved)
 
 
 def _runner(work_dir, max_epochs=3):
