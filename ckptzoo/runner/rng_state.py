@@ -5,8 +5,9 @@ A model that draws random numbers in its forward (``nn.Dropout`` in a head, Swin
 process's global generators: torch's CPU and CUDA ones, numpy's and Python's. mmcv 1.x saves
 none of them, so a resumed run dropped other units than the uninterrupted one. A checkpoint
 stores them in ``meta['rng_state']``: a list indexed by rank (under DDP each rank's own, which
-differ with ``--diff-seed``), made of tensors and plain containers only, so that
-``torch.load(weights_only=True)`` reads it (it refuses numpy's arrays).
+differ with ``--diff-seed``), made of bytes, numbers and plain containers, so that
+``torch.load(weights_only=True)`` reads it (it refuses numpy's arrays). Bytes rather than
+tensors: the states are opaque, and a checkpoint's tensors stay its weights and optimizer state.
 
 The state is taken when the iteration the checkpoint records is complete. Data loading does
 not move these generators (samples draw under their own seeds, loaders from
@@ -27,12 +28,23 @@ def get_rng_state():
     use, ``cuda`` (one state per visible device)."""
     name, keys, pos, has_gauss, gauss = np.random.get_state()
     state = dict(python=random.getstate(),
-                 numpy=dict(bit_generator=name, key=torch.from_numpy(keys.astype(np.int64)),
-                            pos=int(pos), has_gauss=int(has_gauss), gauss=float(gauss)),
-                 torch=torch.get_rng_state())
+                 numpy=dict(bit_generator=name, key=keys.astype(_KEY).tobytes(), pos=int(pos),
+                            has_gauss=int(has_gauss), gauss=float(gauss)),
+                 torch=_bytes(torch.get_rng_state()))
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state['cuda'] = torch.cuda.get_rng_state_all()
+        state['cuda'] = [_bytes(s) for s in torch.cuda.get_rng_state_all()]
     return state
+
+
+_KEY = '<u4'  # numpy's MT19937 key: 624 uint32
+
+
+def _bytes(tensor):
+    return tensor.numpy().tobytes()
+
+
+def _tensor(data):
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
 def set_rng_state(state):
@@ -41,9 +53,9 @@ def set_rng_state(state):
     version, internal, gauss_next = state['python']
     random.setstate((version, tuple(internal), gauss_next))
     np_state = state['numpy']
-    np.random.set_state((np_state['bit_generator'], np_state['key'].numpy().astype(np.uint32),
+    np.random.set_state((np_state['bit_generator'], np.frombuffer(np_state['key'], _KEY),
                          np_state['pos'], np_state['has_gauss'], np_state['gauss']))
-    torch.set_rng_state(state['torch'])
+    torch.set_rng_state(_tensor(state['torch']))
     cuda = state.get('cuda')
     if cuda is None:
         return None
@@ -51,7 +63,7 @@ def set_rng_state(state):
     if count != len(cuda):
         return (f'it holds the CUDA random state of {len(cuda)} device(s), this process sees '
                 f'{count}: the CUDA generators are not restored')
-    torch.cuda.set_rng_state_all(cuda)
+    torch.cuda.set_rng_state_all([_tensor(s) for s in cuda])
     return None
 
 
