@@ -14,8 +14,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ckptzoo.datasets import build_dataloader
-from ckptzoo.runner import (CheckpointHook, EpochBasedRunner, MMDistributedDataParallel,
-                            OptimizerHook)
+from ckptzoo.runner import (CheckpointHook, EpochBasedRunner, IterBasedRunner,
+                            MMDistributedDataParallel, OptimizerHook)
 from ckptzoo.runner.hooks import EvalHook
 from ckptzoo.runner.rng_state import get_rng_state, restore_rng_state, set_rng_state
 
@@ -82,20 +82,22 @@ def test_restore_warns_in_one_line_when_the_checkpoint_cannot_give_the_state(cap
     assert _same_draws(_draws(), saved)
 
 
-def _runner(work_dir, max_epochs=3):
+def _runner(work_dir, max_epochs=3, kind='epoch'):
     """A fresh process's run: seeded, 5 iterations an epoch, a checkpoint after every iteration
-    and an evaluation after every epoch (which must not disturb the training's draws)."""
+    and an evaluation after every 5 (which must not disturb the training's draws)."""
     _seed(0)
     model = DropoutRegressor()
     train = build_dataloader(ToyDataset(10), 2, 0, seed=0)
     val = build_dataloader(ToyEvalDataset(num_samples=3, seed=1), 1, 0, shuffle=False)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    runner = EpochBasedRunner(model, optimizer=optimizer,
-                              work_dir=str(work_dir), logger=quiet_logger(), meta={},
-                              max_epochs=max_epochs)
+    runner_cls, length = ((EpochBasedRunner, dict(max_epochs=max_epochs)) if kind == 'epoch'
+                          else (IterBasedRunner, dict(max_iters=max_epochs * 5)))
+    runner = runner_cls(model, optimizer=optimizer, work_dir=str(work_dir),
+                        logger=quiet_logger(), meta={}, **length)
     runner.register_hook(OptimizerHook(), 'ABOVE_NORMAL')
     runner.register_hook(CheckpointHook(interval=1, by_epoch=False), 'NORMAL')
-    runner.register_hook(EvalHook(val, interval=1), 'LOW')
+    runner.register_hook(EvalHook(val, interval=1 if kind == 'epoch' else 5,
+                                  by_epoch=kind == 'epoch'), 'LOW')
     return runner, train
 
 
@@ -113,14 +115,15 @@ def _assert_equal(result, reference):
                for i in ref_optim)
 
 
-def test_dropout_resumes_exactly_mid_epoch_and_at_an_epoch_end(tmp_path, caplog):
-    runner, train = _runner(tmp_path / 'full')
+@pytest.mark.parametrize('kind', ['epoch', 'iter'])
+def test_dropout_resumes_exactly_mid_epoch_and_at_an_epoch_end(tmp_path, caplog, kind):
+    runner, train = _runner(tmp_path / 'full', kind=kind)
     runner.run([train], [('train', 1)])
     reference = _final(tmp_path / 'full' / 'latest.pth')
     start = _final(tmp_path / 'full' / 'iter_7.pth')[0]
     assert not torch.equal(start['fc1.weight'], reference[0]['fc1.weight'])  # it trained on
     for at in (7, 10):  # inside epoch 2; the end of epoch 2, before its evaluation
-        runner, train = _runner(tmp_path / f'from_{at}')
+        runner, train = _runner(tmp_path / f'from_{at}', kind=kind)
         with caplog.at_level(logging.WARNING, logger=runner.logger.name):
             runner.resume(str(tmp_path / 'full' / f'iter_{at}.pth'))
         assert not caplog.records, caplog.text
