@@ -35,7 +35,9 @@ def parse_args(argv=None):
                         help='do not evaluate the checkpoint during training')
     parser.add_argument('--seed', type=int, default=None, help='random seed')
     parser.add_argument('--diff-seed', action='store_true',
-                        help='different seeds for different ranks')
+                        help='different seeds for different ranks (the model\'s random draws, '
+                        'e.g. dropout; the data samplers keep rank 0\'s seed, so the ranks '
+                        'still see disjoint samples)')
     parser.add_argument('--deterministic', action='store_true',
                         help='deterministic options for the CUDNN backend')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,

@@ -1,5 +1,6 @@
 from .builder import (DistributedGroupSampler, DistributedSampler, GroupSampler,
-                      build_dataloader, build_dataset, collate, worker_init_fn)
+                      build_dataloader, build_dataset, collate, sync_random_seed,
+                      worker_init_fn)
 from .classification import (BaseClassificationDataset, ImageFolderDataset,
                              SyntheticClassificationDataset)
 from .coco import CocoDataset
@@ -13,7 +14,7 @@ from .voc import VOCDataset, XMLDataset
 
 __all__ = ['DistributedGroupSampler', 'DistributedSampler', 'GroupSampler', 'SeededIndex',
            'sample_rng', 'sample_seed', 'build_dataloader', 'build_dataset',
-           'collate', 'worker_init_fn', 'BaseClassificationDataset', 'ImageFolderDataset',
+           'collate', 'sync_random_seed', 'worker_init_fn', 'BaseClassificationDataset', 'ImageFolderDataset',
            'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset',
            'RepeatDataset',
            'SYNTHETIC_CLASSES', 'generate_coco', 'generate_voc', 'VOCDataset', 'XMLDataset']

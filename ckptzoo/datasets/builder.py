@@ -143,6 +143,25 @@ def get_dist_info():
     return 0, 1
 
 
+def sync_random_seed(seed=None):
+    """Rank 0's ``seed`` on every rank (mmdet 2.x's ``sync_random_seed``): the distributed
+    samplers shuffle with it, so the ranks cut one order into disjoint parts even when their
+    seeds differ (``--diff-seed``). A collective under torch.distributed; ``None`` counts as 0,
+    as in the samplers (mmdet drew a random seed)."""
+    seed = 0 if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f'seed must be an int or None, got {seed!r}')
+    rank, world_size = get_dist_info()
+    if world_size == 1:
+        return int(seed)
+    device = 'cpu'
+    if torch_dist.get_backend() == 'nccl':
+        device = torch.device('cuda', torch.cuda.current_device())
+    value = torch.tensor(int(seed) if rank == 0 else 0, dtype=torch.int64, device=device)
+    torch_dist.broadcast(value, src=0)
+    return int(value.item())
+
+
 class GroupSampler(Sampler):
     """Shuffled indices where every run of ``samples_per_gpu`` shares the aspect-ratio group
     (``dataset.flag``), so padding wastes little; each group is padded with random repeats to a
@@ -192,7 +211,11 @@ class DistributedGroupSampler(Sampler):
     """``GroupSampler`` for one of ``num_replicas`` processes: each gets ``num_samples``
     indices, groups padded by repetition; the order depends on ``seed + epoch``
     (``set_epoch``) so it is the same on every process and changes each epoch; indices carry
-    their samples' seeds as in ``GroupSampler``."""
+    their samples' seeds as in ``GroupSampler``.
+
+    Fix over mmdet 2.x: the seed is rank 0's (:func:`sync_random_seed`, which mmdet applies to
+    its ``DistributedSampler`` only): with ``--diff-seed`` mmdet's ranks shuffled differently
+    and saw overlapping samples, some twice and others never."""
 
     def __init__(self, dataset, samples_per_gpu=1, num_replicas=None, rank=None, seed=0):
         _rank, _world = get_dist_info()
@@ -206,7 +229,8 @@ class DistributedGroupSampler(Sampler):
         self.dataset = dataset
         self.samples_per_gpu = samples_per_gpu
         self.epoch = 0
-        self.seed = seed if seed is not None else 0
+        self.seed = (sync_random_seed(seed) if self.num_replicas > 1 else
+                     seed if seed is not None else 0)
         self.flag = np.asarray(dataset.flag).astype(np.int64)
         self.group_sizes = np.bincount(self.flag)
         self.num_samples = sum(
@@ -245,7 +269,14 @@ class DistributedGroupSampler(Sampler):
 
 class DistributedSampler(_TorchDistributedSampler):
     """torch's ``DistributedSampler`` (the same order) whose indices carry their samples' seeds
-    (:mod:`.sample_seed`), as mmdet 2.x's subclass of the same name is torch's with a seed."""
+    (:mod:`.sample_seed`), as mmdet 2.x's subclass of the same name is torch's with a seed:
+    rank 0's (:func:`sync_random_seed`), so that the ranks' parts never overlap."""
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
+                 drop_last=False):
+        super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last)
+        if self.num_replicas > 1:  # a one-replica sampler (not distributed) needs no peers
+            self.seed = sync_random_seed(seed)
 
     def __iter__(self):
         return seeded_indices(super().__iter__(), self.seed, self.epoch)
@@ -289,10 +320,15 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
     do not depend on the workers. Distributed (rank and world size from
     ``torch.distributed``): batch ``samples_per_gpu``, ``DistributedGroupSampler`` when
     shuffling (``DistributedSampler(shuffle=True)`` without a flag), else
-    ``DistributedSampler(shuffle=False)``. Call ``loader.sampler.set_epoch(epoch)`` each epoch
-    (the ``DistSamplerSeedHook`` does). With ``seed``, each worker is seeded by
-    ``worker_init_fn``, and starting the workers draws from a generator of the loader's own,
-    so loading data leaves the trainer's torch generator (dropout) untouched.
+    ``DistributedSampler(shuffle=False)``; both shuffle (and seed samples) with rank 0's
+    ``seed``, so the ranks' parts are disjoint also when their seeds differ (``--diff-seed``:
+    what differs per rank is the model's randomness, dropout, drawn from the trainer's
+    generators). Call ``loader.sampler.set_epoch(epoch)`` each epoch (the
+    ``DistSamplerSeedHook`` does). With ``seed``, each worker is seeded by ``worker_init_fn``
+    (from this rank's ``seed``). Each loader has a torch generator of its own (seeded with
+    ``seed``, else with torch's initial seed), from which starting an iteration over it draws
+    (workers' base seeds): iterating, as an evaluation or a resumed run does, leaves the
+    trainer's torch generator (dropout) untouched.
     ``persistent_workers`` only applies when there are workers.
     """
     if len(dataset) == 0:  # the samplers would fail with "need at least one array ..."
@@ -322,8 +358,10 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
                        sampler=sampler) if seed is not None else None)
     if num_workers > 0:
         kwargs['persistent_workers'] = persistent_workers
-    if seed is not None:  # workers' base seeds from the loader's own generator, not the trainer's
-        kwargs.setdefault('generator', torch.Generator().manual_seed(seed))
+    # each iter(loader) draws the workers' base seed: from the loader's own generator, not
+    # from the trainer's (a resumed run would draw there once more than the uninterrupted one)
+    kwargs.setdefault('generator', torch.Generator().manual_seed(
+        seed if seed is not None else torch.initial_seed()))
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
                       collate_fn=partial(collate, samples_per_gpu=samples_per_gpu),
                       pin_memory=kwargs.pop('pin_memory', False), worker_init_fn=init_fn,
@@ -331,4 +369,4 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
 
 
 __all__ = ['build_dataset', 'build_dataloader', 'collate', 'GroupSampler',
-           'DistributedGroupSampler', 'DistributedSampler', 'worker_init_fn']
+           'DistributedGroupSampler', 'DistributedSampler', 'worker_init_fn', 'sync_random_seed']

@@ -6,7 +6,8 @@ Two fixes over mmcv, both about resuming exactly:
   ``after_train_iter`` one iteration short, so a resumed run repeats an iteration), plus the
   position inside the epoch, so a run resumes mid-epoch on the very next batch;
 * ``resume`` restores ``meta`` for both runners (mmcv's iter runner drops it, and with it the
-  loss-scaler state of FP16 training). Hooks may add to a checkpoint and read it back through
+  loss-scaler state of FP16 training), and the random generators (dropout, drop path), which
+  mmcv does not save. Hooks may add to a checkpoint and read it back through
   the ``before_save_checkpoint`` / ``after_load_checkpoint`` stages (as in mmengine): gradient
   accumulation stores the gradients of a window not yet stepped.
 
@@ -37,6 +38,7 @@ from .hooks import Hook
 from .log_buffer import LogBuffer
 from .preemption import PreemptionFlag, TrainingPreempted, shield_workers
 from .priority import get_priority
+from .rng_state import gather_rng_states, get_rng_state, restore_rng_state
 from .utils import unwrap_model
 from .work_dir import check_work_dir
 
@@ -201,11 +203,15 @@ class BaseRunner:
     def gather_for_save(self):
         """Collective, on every rank right before a checkpoint that rank 0 writes: hooks with a
         ``gather_for_save(runner, iters)`` method collect what differs between the ranks (the
-        accumulated gradients)."""
+        accumulated gradients) -- and each rank's random state (:mod:`.rng_state`)."""
         iters = self._checkpoint_position()[1]
+        if self.world_size > 1:
+            self._gathered_rng = (iters, gather_rng_states())
         for hook in self._hooks:
             if callable(getattr(hook, 'gather_for_save', None)):
                 hook.gather_for_save(self, iters)
+
+    _gathered_rng = None  # (completed iterations, every rank's random state) on rank 0
 
     def _checkpoint_dir(self):
         """Where the CheckpointHook saves (``latest.pth`` lives there), else the work_dir."""
@@ -371,6 +377,7 @@ class BaseRunner:
                     time=time.asctime(), ckptzoo_version=_version())
         if self._optimizer_hparams is not None:
             meta['optimizer_hparams'] = self._optimizer_hparams
+        meta['rng_state'] = self._rng_states(iters)
         if filename_index is None:
             filename_index = epochs if filename_tmpl.startswith('epoch') else iters
         filename = filename_tmpl.format(filename_index)
@@ -404,6 +411,16 @@ class BaseRunner:
                 save_checkpoint(checkpoint, latest)
         return filepath
 
+    def _rng_states(self, iters):
+        """Every rank's random state at ``iters`` (rank 0's own when it saves alone under DDP,
+        as the best checkpoint: the others' are unknown, None)."""
+        if self.world_size == 1:
+            return [get_rng_state()]
+        gathered = self._gathered_rng
+        if gathered is not None and gathered[0] == iters and gathered[1] is not None:
+            return gathered[1]
+        return [get_rng_state()] + [None] * (self.world_size - 1)
+
     def _set_last_finite(self, path, meta):
         self._last_finite_ckpt = path
         for target in (self.meta, meta):
@@ -423,7 +440,8 @@ class BaseRunner:
                    h.restores_state_key(key) for h in self._hooks)
 
     def resume(self, checkpoint, resume_optimizer=True, map_location='default'):
-        """Continue from ``checkpoint``: weights, optimizer, position and ``meta``.
+        """Continue from ``checkpoint``: weights, optimizer, position, ``meta`` and this rank's
+        random state (:mod:`.rng_state`; a checkpoint without one resumes with a warning).
 
         The checkpoint must fit the run exactly (model keys and shapes, optimizer type, param
         groups and state shapes): otherwise :class:`CheckpointMismatch` names the file and the
@@ -464,7 +482,7 @@ class BaseRunner:
         if self.meta is None:
             self.meta = {}
         keep = {'epoch', 'iter', 'inner_iter', 'time', 'ckptzoo_version', 'config', 'env_info',
-                'seed', 'exp_name', 'optimizer_hparams'}
+                'seed', 'exp_name', 'optimizer_hparams', 'rng_state'}
         for key, value in ckpt_meta.items():
             if key not in keep:
                 self.meta[key] = value
@@ -480,6 +498,8 @@ class BaseRunner:
                 apply_hyperparameters(self.optimizer, changes)
                 self.logger.warning(describe_changes(changes, checkpoint))
         self.call_hook('after_load_checkpoint', ckpt)
+        restore_rng_state(ckpt_meta.get('rng_state'), self.rank, self.world_size, checkpoint,
+                          self.logger)
         self.logger.info('resumed epoch %d, iter %d', self._epoch, self._iter)
         return ckpt
 

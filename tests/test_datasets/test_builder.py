@@ -1,10 +1,16 @@
+import os
+import socket
+
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 from torch.utils.data import DistributedSampler
 
 from ckptzoo.datasets import (ConcatDataset, DistributedGroupSampler, GroupSampler,
-                              RepeatDataset, build_dataloader, build_dataset)
+                              RepeatDataset, build_dataloader, build_dataset, sample_seed,
+                              sync_random_seed)
 from ckptzoo.registry import DATASETS
 
 
@@ -135,3 +141,63 @@ def test_shuffled_order_depends_only_on_seed_and_epoch():
         assert order(1) == first
         assert order(2) != first and sorted(order(2)) == sorted(first)
         assert order(1, seed=4) != first
+
+
+def test_iterating_a_loader_leaves_the_trainers_torch_generator_alone():
+    """Each ``iter(loader)`` draws the workers' base seed: from the loader's own generator, also
+    without a seed (the evaluation's loader), so that an evaluation between two iterations does
+    not change the dropout of the next, which a resumed run would not repeat."""
+    for seed in (None, 3):
+        loader = build_dataloader(_Toy([0, 1, 0]), 1, 0, shuffle=False, seed=seed)
+        torch.manual_seed(0)
+        state = torch.get_rng_state()
+        assert len(list(loader)) == len(list(loader)) == 3
+        assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_sync_random_seed_outside_torch_distributed():
+    assert sync_random_seed(7) == 7 and sync_random_seed(None) == 0
+    assert sync_random_seed(np.int64(3)) == 3
+    with pytest.raises(TypeError, match="seed must be an int or None, got '3'"):
+        sync_random_seed('3')
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+FLAG = [0, 1, 1, 0, 1, 1, 0, 1, 1, 1]
+
+
+def _samplers_worker(rank, port, out_dir):
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    dist.init_process_group('gloo', rank=rank, world_size=2)
+    try:
+        out = {}
+        for name, data in (('group', _Toy(FLAG)), ('plain', list(range(10)))):
+            sampler = build_dataloader(data, 2, 0, dist=True, seed=10 + rank).sampler
+            sampler.set_epoch(1)
+            out[name] = [(int(i), i.seed) for i in sampler]
+        torch.save(out, os.path.join(out_dir, f'rank{rank}.pth'))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not dist.is_available(), reason='torch.distributed is not available')
+def test_ranks_with_different_seeds_share_rank_0s_sampler_seed(tmp_path):
+    """``--diff-seed`` gives each rank its own seed; the ranks must still cut one order into
+    disjoint parts (mmdet 2.x's ``sync_random_seed``), so no sample is seen twice and none is
+    missed, and a sample's augmentation seed does not depend on the rank that loads it."""
+    mp.start_processes(_samplers_worker, args=(_free_port(), str(tmp_path)), nprocs=2,
+                       start_method='fork')
+    parts = [torch.load(tmp_path / f'rank{r}.pth', weights_only=True) for r in range(2)]
+    plain = [[i for i, _ in part['plain']] for part in parts]
+    assert sorted(plain[0] + plain[1]) == list(range(10))
+    for rank, part in enumerate(parts):
+        expected = DistributedGroupSampler(_Toy(FLAG), 2, num_replicas=2, rank=rank, seed=10)
+        expected.set_epoch(1)
+        assert [i for i, _ in part['group']] == list(expected)
+        for name in ('group', 'plain'):
+            assert all(s == sample_seed(10, 1, i) for i, s in part[name])

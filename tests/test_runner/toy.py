@@ -1,6 +1,8 @@
 """A BN-free toy model and data for runner tests (shared by the runner test modules)."""
 import logging
+import random
 
+import numpy as np
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
@@ -24,6 +26,21 @@ class ToyRegressor(BaseModel):
 
     def forward_test(self, img, **kwargs):
         return list(self.fc2(torch.tanh(self.fc1(img))).squeeze(-1).detach().cpu().numpy())
+
+
+@MODELS.register_module(force=True)
+class DropoutRegressor(ToyRegressor):
+    """ToyRegressor with dropout, whose training step also draws from numpy and ``random`` (as
+    multi-scale steps do): its training depends on all of the trainer's generators."""
+
+    def __init__(self, p=0.5, **kwargs):
+        super().__init__(**kwargs)
+        self.drop = nn.Dropout(p)
+
+    def forward_train(self, img, target, **kwargs):
+        scale = 1 + 0.1 * float(np.random.rand()) + 0.1 * random.random()
+        pred = self.fc2(self.drop(torch.tanh(self.fc1(img * scale)))).squeeze(-1)
+        return dict(loss_mse=((pred.float() - target) ** 2).mean())
 
 
 @DATASETS.register_module(force=True)
