@@ -14,8 +14,8 @@ as one segment, ``checkpoint_segments``) and ``frozen_bn`` (the backbone's BN fr
 ``norm_cfg=dict(type='BN', requires_grad=False)``, ``norm_eval=True``).
 The step is the real one: the model, optimizer and optimizer hook are built from the
 modified config by ``ckptzoo.apis.build_training`` (as for ``tools/train.py``) and run by an
-``IterBasedRunner`` (``train_step`` + the optimizer hook's ``after_train_iter``); hooks of this
-tool time each iteration and read memory. Data: a generated VOC-format dataset (written once to
+``IterBasedRunner`` (``train_step`` + the optimizer hook's ``after_train_iter``); the hooks of
+``ckptzoo.memory.StepMeter`` time each iteration and read memory. Data: a generated VOC-format dataset (written once to
 ``--data-root``) through the config's own training pipeline, its ``Resize`` set to exactly
 ``--img-size``; no pretrained weights.
 
@@ -46,6 +46,9 @@ unit type (:data:`PEER_PLANS`, e.g. ``'full'`` on the blocks only, timm's units)
 measured in one run, side by side; on a shared machine ``--rounds N`` runs every job ``N``
 times round-robin (A B C A B C ...): times then pool all steps of all rounds, and a ratio is the
 median of per-step ratios taken within each round, so a slow spell weighs on both sides.
+
+This file is the command line and the job processes; ``tools/benchmarks/`` holds the
+variants' run (``variants``), the peers (``peers``) and the tables and charts (``report``).
 """
 import argparse
 import json
