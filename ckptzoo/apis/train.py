@@ -18,7 +18,7 @@ from ..runner.work_dir import check_work_dir, expand_path
 __all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
            'prepare_synthetic_data', 'auto_scale_lr', 'apply_checkpoint_plan',
            'model_defaults', 'build_train_model', 'build_train_datasets', 'TrainingRun',
-           'build_training']
+           'build_training', 'resolve_device']
 
 _OPTIMIZER_HOOKS = ('OptimizerHook', 'Fp16OptimizerHook', 'GradientCumulativeOptimizerHook',
                     'GradientCumulativeFp16OptimizerHook')
@@ -116,7 +116,9 @@ def auto_scale_lr(cfg, world_size, logger=None):
     return cfg.optimizer.lr
 
 
-def _device(cfg):
+def resolve_device(cfg):
+    """The device ``cfg.device`` names (validated), or ``'cuda'`` when available, else
+    ``'cpu'``."""
     device = cfg.get('device')
     if device is None:
         return 'cuda' if torch.cuda.is_available() else 'cpu'
@@ -243,7 +245,7 @@ def build_training(cfg, model=None, datasets=None, distributed=False, validate=F
 
     auto_scale_lr(cfg, torch.distributed.get_world_size() if distributed else 1, logger)
     apply_checkpoint_plan(model, cfg, distributed)
-    device = _device(cfg)
+    device = resolve_device(cfg)
     model = model.to(device)
     if distributed:
         model = MMDistributedDataParallel(

@@ -2,7 +2,7 @@
 
 Every call of a checkpoint unit is instrumented while the probe runs: the live bytes and the
 time when its forward starts and ends, and (a hook on its output's gradient) when its backward
-starts. On CPU memory is exact: :class:`~ckptzoo.utils.memory.LiveTensorTracker` tags every
+starts. On CPU memory is exact: :class:`~ckptzoo.memory.trackers.LiveTensorTracker` tags every
 storage with the unit whose forward made it, and what a unit keeps is the bytes of its storages
 still alive when the forward ends, which counts selective checkpointing's cache (held outside
 saved-tensor hooks) like any other memory; the same attribution lets ``'full'`` be derived from
@@ -19,17 +19,19 @@ import weakref
 import torch
 
 from ..models.checkpointing import CheckpointObserver, observe
-from ..utils.memory import LiveTensorTracker
 from .cost_table import MODES, CostTable, UnitCost, model_chains
+from .trackers import LiveTensorTracker
 
-__all__ = ['worst_case_shape', 'probe_batch', 'train_step', 'measure_step', 'probe',
-           'ddp_bucket_bytes']
+__all__ = ['train_pipeline', 'worst_case_shape', 'probe_batch', 'train_step', 'measure_step',
+           'probe', 'ddp_bucket_bytes']
 
 
 # ------------------------------------------------------------------------------------------
 # the input
 # ------------------------------------------------------------------------------------------
-def _train_pipeline(cfg):
+def train_pipeline(cfg):
+    """The transforms of the config's training set (``data.train``, or the dataset that a
+    ``RepeatDataset`` and friends wrap; else ``train_pipeline``); ``[]`` when it has none."""
     train = cfg.data.train
     while 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
         train = train.dataset
@@ -44,7 +46,7 @@ def worst_case_shape(cfg):
     image is ``long x long``: both orientations at once. ``Pad`` rounds up.
     """
     shape = None
-    for t in _train_pipeline(cfg):
+    for t in train_pipeline(cfg):
         kind = t.get('type')
         if kind == 'Resize' and t.get('img_scale') is not None:
             scales = t['img_scale']

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ckptzoo.models import ResNet
-from ckptzoo.utils.memory import LiveTensorTracker
+from ckptzoo.memory.trackers import LiveTensorTracker
 
 from ._cp_utils import assert_same_run, one_thread, run_once
 from .test_checkpoint_plan import _model, _randomise_bn

@@ -7,7 +7,7 @@ from torchvision.ops.misc import FrozenBatchNorm2d
 
 from ckptzoo.models import ResNet
 from ckptzoo.models.utils import build_norm_layer
-from ckptzoo.utils.memory import saved_tensor_bytes
+from ckptzoo.memory.trackers import saved_tensor_bytes
 
 
 def _bn(requires_grad=False):

@@ -99,14 +99,15 @@ def test_rounds_run_round_robin_and_pair_steps(tmp_path):
     sys.path.insert(0, osp.join(ROOT, 'tools'))
     try:
         import benchmark
+        from benchmarks import report
     finally:
         sys.path.pop(0)
     # round 2 twice as slow for both: per-step pairing gives 1.5, pooled medians would not
-    ref = benchmark._merge([dict(ok=True, times=[1.0, 1.0]), dict(ok=True, times=[2.0, 2.0])])
-    run = benchmark._merge([dict(ok=True, times=[1.5, 1.5]), dict(ok=True, times=[3.0, 3.0])])
+    ref = report.merge_rounds([dict(ok=True, times=[1.0, 1.0]), dict(ok=True, times=[2.0, 2.0])])
+    run = report.merge_rounds([dict(ok=True, times=[1.5, 1.5]), dict(ok=True, times=[3.0, 3.0])])
     assert run['times'] == [1.5, 1.5, 3.0, 3.0]
-    assert benchmark._time_ratio(run, ref) == '1.50×'
-    assert benchmark._time_ratio(dict(ok=True, times=[3.0]), ref) == '2.00×'
-    assert not benchmark._merge([dict(ok=True, times=[1.0]), dict(ok=False, error='x')])['ok']
+    assert report.time_ratio(run, ref) == '1.50×'
+    assert report.time_ratio(dict(ok=True, times=[3.0]), ref) == '2.00×'
+    assert not report.merge_rounds([dict(ok=True, times=[1.0]), dict(ok=False, error='x')])['ok']
     with pytest.raises(SystemExit):
         benchmark.parse_args(['--rounds', '0'])

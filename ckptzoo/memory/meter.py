@@ -1,0 +1,117 @@
+"""Time and memory of training steps, read the same way whoever runs the loop.
+
+A benchmark compares steps of different loops (ckptzoo's runner, a peer's plain PyTorch loop):
+:class:`StepMeter` reads them alike. Memory on CUDA is ``max_memory_allocated`` /
+``max_memory_reserved`` over the timed steps; on CPU, where there is no allocator statistic, the
+exact peak of live tensor storage (:class:`~ckptzoo.memory.trackers.LiveTensorTracker`) during
+one probe step after them, whose counters would only slow the timed steps.
+"""
+import time
+
+import torch
+
+from .trackers import LiveTensorTracker, SavedTensorCounter
+
+__all__ = ['StepMeter']
+
+
+class StepMeter:
+    """Warm-up steps, timed steps, then one probe step (memory counters), each step being
+    ``k`` iterations; the loop calls ``before_iter`` / ``after_forward`` / ``after_iter``
+    (:meth:`attach` makes a runner call them) ``total_iters`` times.
+
+    ``result()``: ``times`` (seconds per timed step; an accumulation step is the sum of its
+    ``k`` iterations), ``peak_live`` (CPU), ``saved`` (bytes autograd keeps from the forward,
+    parameters left out; the largest over the probe step's iterations), ``held`` (CPU: live
+    bytes when the probe's forward ends, less those that existed before the step: what the
+    forward keeps, whoever keeps it) and ``max_allocated`` / ``max_reserved`` (CUDA).
+    """
+
+    def __init__(self, device, warmup, iters, k=1):
+        self.cuda = str(device).startswith('cuda')
+        self.warmup, self.iters, self.k = warmup, iters, k
+        self.total_iters = (warmup + iters + 1) * k
+        self.times = []
+        self._elapsed = 0.0
+        self.peak_live = self.saved = 0
+        self.held = None
+        self.max_allocated = self.max_reserved = None
+        self._tracker = self._saved_counter = None
+
+    def _phase(self, i):
+        step = i // self.k
+        return 'warmup' if step < self.warmup else 'timed' \
+            if step < self.warmup + self.iters else 'probe'
+
+    def _sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def before_iter(self, i, state):
+        """Iteration ``i`` starts; ``state`` holds what exists before it (model, optimizer,
+        batch): the baseline of the probe's live-tensor count."""
+        phase = self._phase(i)
+        if i == self.warmup * self.k and self.cuda:
+            self._sync()
+            torch.cuda.reset_peak_memory_stats()
+        if phase == 'probe':
+            if not self.cuda:
+                self._tracker = LiveTensorTracker()
+                self._tracker.__enter__()
+                self._tracker.track(state)
+            self._saved_counter = SavedTensorCounter(include_params=False)
+            self._saved_counter.__enter__()
+        self._sync()
+        self._t0 = time.perf_counter()
+
+    def after_forward(self, i):
+        if self._tracker is not None:
+            self.held = self._tracker.live_bytes - self._tracker.baseline_bytes
+        if self._saved_counter is not None:
+            self._saved_counter.__exit__(None, None, None)
+            self.saved = max(self.saved, self._saved_counter.bytes)
+            self._saved_counter = None
+
+    def after_iter(self, i):
+        self._sync()
+        elapsed = time.perf_counter() - self._t0
+        phase = self._phase(i)
+        if phase == 'timed':
+            self._elapsed += elapsed
+            if (i + 1) % self.k == 0:
+                self.times.append(self._elapsed)
+                self._elapsed = 0.0
+            if i + 1 == (self.warmup + self.iters) * self.k and self.cuda:
+                self.max_allocated = torch.cuda.max_memory_allocated()
+                self.max_reserved = torch.cuda.max_memory_reserved()
+        if self._tracker is not None:
+            self._tracker.__exit__(None, None, None)
+            self.peak_live = max(self.peak_live, self._tracker.peak_bytes)
+            self._tracker = None
+
+    def attach(self, runner):
+        """Read ``runner``'s training iterations: a hook before every other hook (its
+        ``after_train_iter``, before the optimizer hook's backward, ends the forward) and one
+        after every other (after the backward and the optimizer step)."""
+        from ..runner.hooks import Hook
+        meter = self
+
+        class StepStart(Hook):
+            def before_train_iter(self, runner):
+                meter.before_iter(runner.iter, (runner.model, runner.optimizer,
+                                                runner.data_batch))
+
+            def after_train_iter(self, runner):
+                meter.after_forward(runner.iter)
+
+        class StepEnd(Hook):
+            def after_train_iter(self, runner):
+                meter.after_iter(runner.iter)
+
+        runner.register_hook(StepStart(), 'HIGHEST')
+        runner.register_hook(StepEnd(), 'LOWEST')
+
+    def result(self):
+        return dict(times=self.times, peak_live=self.peak_live if not self.cuda else None,
+                    saved=self.saved, held=self.held, max_allocated=self.max_allocated,
+                    max_reserved=self.max_reserved)
