@@ -12,7 +12,7 @@ from ..datasets.builder import collate
 from ..datasets.pipelines import Compose
 from ..registry import build_model
 from ..runner.checkpoint import load_checkpoint
-from ..runner.utils import get_model_device, move_to_device
+from ..runner.utils import get_model_device, move_to_device, unwrap_model
 
 __all__ = ['init_detector', 'inference_detector', 'show_result_pyplot']
 
@@ -104,8 +104,7 @@ def inference_detector(model, imgs):
 def show_result_pyplot(model, img, result, score_thr=0.3, title='result', wait_time=0,
                        palette=None, out_file=None):
     """mmdet 2.x: draw and show (or write to ``out_file``) ``result`` on ``img``."""
-    if hasattr(model, 'module'):
-        model = model.module
+    model = unwrap_model(model)
     return model.show_result(img, result, score_thr=score_thr, show=out_file is None,
                              wait_time=wait_time, win_name=title, bbox_color=palette,
                              out_file=out_file)
