@@ -149,3 +149,33 @@ def test_a_batch_too_small_for_batchnorm_ends_the_outer_search(tmp_path):
     for key, value in run.runner.model.state_dict().items():
         assert torch.equal(value, before[key]), key
 
+
+
+def test_the_run_for_a_plan_with_other_options_is_assembled_again(tmp_path):
+    """A plan is data (it carries no run); the run that trains a plan needing accumulation and
+    a smaller batch is the same model and dataset assembled again with them, the plan on the
+    model; a plan with the run's own options trains that run."""
+    from ckptzoo.apis import run_for_plan
+    from ckptzoo.memory.step import optimizer_hook
+    from ckptzoo.utils.model_wrapper import unwrap_model
+    from tests.test_memory.test_plan_file import SAVED
+    set_random_seed(0)
+    cfg = Config(dict(TINY, work_dir=str(tmp_path), memory_budget=SAVED['budget_bytes']))
+    run = build_training(cfg, logger=logging.getLogger('test_plan'))
+    (tmp_path / 'memory_plan.json').write_text(json.dumps(SAVED))
+    result = plan_training(run, cfg, resume=True)  # reused: 2 x 2 where 4 x 1 is configured
+    assert not hasattr(result, 'run')
+    assert run.options == TrainingOptions(fp16=False, cumulative_iters=1, samples_per_gpu=4)
+    trained = run_for_plan(run, cfg, result)
+    assert trained is not run
+    assert trained.options == TrainingOptions(fp16=False, cumulative_iters=2, samples_per_gpu=2)
+    assert trained.data_loaders[0].batch_size == 2
+    hook = optimizer_hook(trained.runner)
+    assert type(hook).__name__ == 'GradientCumulativeOptimizerHook'
+    assert hook.cumulative_iters == 2
+    model = unwrap_model(trained.model)
+    assert model is unwrap_model(run.model)
+    assert dict(model.checkpoint_plan())['backbone.layer1.0'] == 'full'
+    assert trained.optimizer.param_groups[0]['lr'] == TINY['optimizer']['lr']
+    assert run_for_plan(trained, cfg, result) is trained
+    assert run_for_plan(run, cfg, None) is run
