@@ -88,24 +88,30 @@ def _key(plan):
 
 
 def bench(name, args, out):
-    import torch
-    from ckptzoo.memory import (kept_bytes, most_frugal, plan_modes, plan_segments,
-                                predict_peak, predict_time, uniform_plan)
-    from ckptzoo.memory.planner import (baseline_plans, choose_plan, probe_modes,
-                                        reference_candidates)
-    from ckptzoo.memory.probe import probe, probe_batch, train_step, worst_case_shape
-    from ckptzoo.memory.timing import (interleaved_step_times, measured_peaks, median_ratio,
-                                       paired_step_times)
-    from ckptzoo.runner.hooks.optimizer import OptimizerHook
+    """The table of model ``name``, appended to ``out``: the run is assembled as
+    ``tools/train.py`` does and measured in the planner's own probe session
+    (``ckptzoo.apis.plan.ProbeSession``: its probe, its modes, the run's state restored)."""
+    from ckptzoo.apis.plan import ProbeSession
     cfg = _cfg(name)
     run = _build(cfg)
-    next(h for h in run.runner.hooks if isinstance(h, OptimizerHook)).before_run(run.runner)
+    with ProbeSession(run) as session:
+        _bench(name, args, out, cfg, run, session)
+
+
+def _bench(name, args, out, cfg, run, session):
+    import torch
+    from ckptzoo.memory import (choose_plan, kept_bytes, most_frugal, plan_modes, plan_segments,
+                                predict_peak, predict_time, uniform_plan)
+    from ckptzoo.memory.baselines import baseline_plans, reference_candidates
+    from ckptzoo.memory.step import probe_batch, train_step, worst_case_shape
+    from ckptzoo.memory.timing import (interleaved_step_times, measured_peaks, median_ratio,
+                                       paired_step_times)
     batch = probe_batch(run, worst_case_shape(cfg))
     train_step(run, batch)  # warm-up: optimizer state exists as in every later step
     plain = {'plain': {'*': None}}
     steps = interleaved_step_times(run, batch, plain, rounds=2)['plain']
     t0 = time.perf_counter()
-    table = probe(run, batch, modes=probe_modes(run))
+    table = session.cost_table(batch)
     t_probe = time.perf_counter() - t0
     # plain steps right before and after the probe: a load that drifts moves both
     step = statistics.median(steps + interleaved_step_times(run, batch, plain, 2)['plain'])

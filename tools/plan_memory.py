@@ -12,7 +12,6 @@ all-off, every unit checkpointed, every combination of per-stage ``with_cp`` and
 sqrt(n) (``--out``'s name with ``.png``, or ``plan_sweep.png``).
 """
 import argparse
-import json
 import logging
 import os
 import os.path as osp
@@ -23,11 +22,13 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 from mmengine.config import Config, DictAction  # noqa: E402
 
-from ckptzoo.apis import build_training, prepare_synthetic_data, set_random_seed  # noqa: E402
-from ckptzoo.memory import (InfeasibleBudget, format_bytes, minimum_peak,  # noqa: E402
-                            predict_peak, predict_time, uniform_plan)
-from ckptzoo.memory.planner import (baseline_plans, choose_plan, cost_report,  # noqa: E402
-                                    plan_memory, plan_table, planning_requested)
+from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # noqa: E402
+                          prepare_synthetic_data, set_random_seed)
+from ckptzoo.memory import (InfeasibleBudget, choose_plan, format_bytes,  # noqa: E402
+                            minimum_peak, predict_peak, predict_time, uniform_plan,
+                            write_plan_file)
+from ckptzoo.memory.baselines import baseline_plans  # noqa: E402
+from ckptzoo.memory.report import cost_report, plan_table  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -122,8 +123,7 @@ def main(argv=None):
     print()
     print(plan_table(result))
     if args.out:
-        with open(args.out, 'w', encoding='utf-8') as f:
-            json.dump(result.to_json(), f, indent=1)
+        write_plan_file(args.out, result)
         print(f'plan written to {args.out}')
     if args.sweep:
         path = _sweep_path(args)

@@ -1,23 +1,28 @@
 """mmdet 2.x's high-level inference API: build a detector from a config and a checkpoint, run
 it on image files or arrays, draw the result."""
+from __future__ import annotations
+
 import copy
 import os
 import warnings
 
 import numpy as np
 import torch
+import torch.nn as nn
 from mmengine.config import Config
 
 from ..datasets.builder import collate
 from ..datasets.pipelines import Compose
 from ..registry import build_model
 from ..runner.checkpoint import load_checkpoint
-from ..runner.utils import get_model_device, move_to_device
+from ..runner.utils import get_model_device, move_to_device, unwrap_model
 
 __all__ = ['init_detector', 'inference_detector', 'show_result_pyplot']
 
 
-def init_detector(config, checkpoint=None, device=None, cfg_options=None):
+def init_detector(config: str | os.PathLike | Config, checkpoint: str | None = None,
+                  device: str | None = None,
+                  cfg_options: dict | None = None) -> nn.Module:
     """A detector in eval mode from ``config`` (a path or a ``Config``) and ``checkpoint``.
 
     ``device`` defaults to ``'cuda:0'`` when CUDA is available, else ``'cpu'`` (mmdet's
@@ -62,7 +67,8 @@ def init_detector(config, checkpoint=None, device=None, cfg_options=None):
     return model
 
 
-def inference_detector(model, imgs):
+def inference_detector(model: nn.Module, imgs: str | os.PathLike | np.ndarray | list | tuple
+                       ) -> list[np.ndarray] | list[list[np.ndarray]]:
     """Detections of one image (a path or a BGR array) or of a list of them.
 
     Returns, per image, a list over classes of ``(k, 5)`` float32 arrays (x1, y1, x2, y2,
@@ -101,11 +107,13 @@ def inference_detector(model, imgs):
     return results if is_batch else results[0]
 
 
-def show_result_pyplot(model, img, result, score_thr=0.3, title='result', wait_time=0,
-                       palette=None, out_file=None):
-    """mmdet 2.x: draw and show (or write to ``out_file``) ``result`` on ``img``."""
-    if hasattr(model, 'module'):
-        model = model.module
+def show_result_pyplot(model: nn.Module, img: str | np.ndarray, result: list[np.ndarray],
+                       score_thr: float = 0.3, title: str = 'result', wait_time: float = 0,
+                       palette: str | tuple | None = None,
+                       out_file: str | None = None) -> np.ndarray | None:
+    """mmdet 2.x: draw and show (or write to ``out_file``) ``result`` on ``img``; returns
+    what ``model.show_result`` returns."""
+    model = unwrap_model(model)
     return model.show_result(img, result, score_thr=score_thr, show=out_file is None,
                              wait_time=wait_time, win_name=title, bbox_color=palette,
                              out_file=out_file)

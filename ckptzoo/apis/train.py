@@ -1,30 +1,41 @@
 """mmdet 2.x's ``train_detector`` for any ckptzoo model: data loaders, device / DDP, optimizer,
 runner, hooks, resume, run. ``tools/train.py`` is a thin command line over it; the assembly
-(:func:`build_training`) exists once and is shared with the memory planner and the benchmarks."""
+(:func:`build_training`) exists once and is shared with the memory planner
+(:mod:`ckptzoo.apis.plan`) and the benchmarks."""
+from __future__ import annotations
+
 import copy
+import logging
 import random
 import warnings
 from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
+import torch.nn as nn
+from mmengine.config import Config
+from torch.utils.data import DataLoader, Dataset
 
 from ..registry import build_optimizer, build_runner
-from ..runner import EpochBasedRunner, MMDistributedDataParallel
+from ..runner import BaseRunner, EpochBasedRunner, MMDistributedDataParallel
 from ..runner.checkpoint import find_latest_checkpoint
 from ..runner.hooks import Hook
 from ..runner.work_dir import check_work_dir, expand_path
+from ..utils.model_wrapper import unwrap_model
+from .options import TrainingOptions, samples_per_gpu_of, select_optimizer_hook
+from .plan import plan_training, resolve_auto_with_cp, run_for_plan
 
 __all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
            'prepare_synthetic_data', 'auto_scale_lr', 'apply_checkpoint_plan',
            'model_defaults', 'build_train_model', 'build_train_datasets', 'TrainingRun',
            'build_training', 'resolve_device']
 
-_OPTIMIZER_HOOKS = ('OptimizerHook', 'Fp16OptimizerHook', 'GradientCumulativeOptimizerHook',
-                    'GradientCumulativeFp16OptimizerHook')
 
-
-def set_random_seed(seed, deterministic=False):
+def set_random_seed(seed: int, deterministic: bool = False) -> None:
+    """Seed Python's, numpy's and torch's (CPU and every CUDA device) generators;
+    ``deterministic`` also makes cuDNN deterministic (and turns its benchmark mode off)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -34,7 +45,7 @@ def set_random_seed(seed, deterministic=False):
         torch.backends.cudnn.benchmark = False
 
 
-def prepare_synthetic_data(cfg, distributed=False):
+def prepare_synthetic_data(cfg: Config, distributed: bool = False) -> str | None:
     """Write the generated dataset that ``cfg.synthetic_data`` describes, once: nothing is
     downloaded, and a complete dataset made with the same arguments is reused.
 
@@ -61,53 +72,20 @@ def prepare_synthetic_data(cfg, distributed=False):
     return root
 
 
-def select_optimizer_hook(optimizer_config, fp16_cfg=None, distributed=False):
-    """The optimizer hook config from ``optimizer_config`` and ``fp16`` (DESIGN.md's rule).
-
-    ``fp16`` and ``cumulative_iters`` (a key, or the accumulating ``type``) give
-    ``GradientCumulativeFp16OptimizerHook``; only ``fp16`` gives ``Fp16OptimizerHook``; only
-    ``cumulative_iters`` ``GradientCumulativeOptimizerHook``; neither ``OptimizerHook`` (or the
-    config's own type). mmdet 2.x crashes on the first combination.
-    """
-    if isinstance(optimizer_config, Hook):
-        if fp16_cfg is not None:
-            raise ValueError('fp16 needs optimizer_config as a dict, got a Hook instance')
-        return optimizer_config
-    if optimizer_config is None:
-        optimizer_config = {}
-    if not isinstance(optimizer_config, dict):
-        raise TypeError(f'optimizer_config must be a dict, got {optimizer_config!r}')
-    cfg = dict(optimizer_config)
-    hook_type = cfg.pop('type', None)
-    if hook_type is not None and hook_type not in _OPTIMIZER_HOOKS:
-        if fp16_cfg is not None:
-            raise ValueError(f'fp16 cannot be combined with the custom optimizer hook '
-                             f'{hook_type!r}: use one of {", ".join(_OPTIMIZER_HOOKS)}')
-        return dict(type=hook_type, **cfg)
-    cumulative = 'cumulative_iters' in cfg or (hook_type or '').startswith('GradientCumulative')
-    fp16 = fp16_cfg is not None or (hook_type or '').endswith('Fp16OptimizerHook')
-    if fp16_cfg is not None:
-        if not isinstance(fp16_cfg, dict):
-            raise TypeError(f'fp16 must be a dict such as dict(loss_scale=512.), got {fp16_cfg!r}')
-        cfg.update(fp16_cfg)
-    if fp16:
-        cfg.setdefault('distributed', distributed)
-    name = ('GradientCumulativeFp16OptimizerHook' if fp16 and cumulative else
-            'Fp16OptimizerHook' if fp16 else
-            'GradientCumulativeOptimizerHook' if cumulative else 'OptimizerHook')
-    return dict(type=name, **cfg)
-
-
-def auto_scale_lr(cfg, world_size, logger=None):
+def auto_scale_lr(cfg: Config, world_size: int,
+                  logger: logging.Logger | None = None) -> float | None:
     """mmdet 2.x's ``auto_scale_lr = dict(enable=True, base_batch_size=16)``: scale
-    ``optimizer.lr`` by the total batch / ``base_batch_size`` (linear scaling rule)."""
+    ``optimizer.lr`` by the total batch / ``base_batch_size`` (linear scaling rule), the
+    per-GPU batch being the training loader's (``data.train_dataloader.samples_per_gpu``
+    before ``data.samples_per_gpu``, as mmdet 2.x reads it). Returns the new lr, or None when
+    it is not enabled."""
     spec = cfg.get('auto_scale_lr')
     if not spec or not spec.get('enable', False):
         return None
     base = spec.get('base_batch_size')
     if not isinstance(base, int) or base < 1:
         raise ValueError(f'auto_scale_lr.base_batch_size must be a positive int, got {base!r}')
-    batch = world_size * cfg.data.samples_per_gpu
+    batch = world_size * samples_per_gpu_of(cfg)
     ratio = batch / base
     cfg.optimizer.lr = cfg.optimizer.lr * ratio
     if logger is not None:
@@ -127,7 +105,7 @@ def resolve_device(cfg):
     return device
 
 
-def apply_checkpoint_plan(model, cfg, distributed=False):
+def apply_checkpoint_plan(model: nn.Module, cfg: Config, distributed: bool = False) -> None:
     """Apply the config's top-level ``checkpoint_plan = {unit name or glob: mode}`` (see
     ``model.set_checkpoint_plan``) and ``checkpoint_segments = [[first unit, last unit], ...]``
     (``model.set_checkpoint_segments``), and refuse, under DDP, reentrant checkpointing together
@@ -157,8 +135,9 @@ def apply_checkpoint_plan(model, cfg, distributed=False):
                 'find_unused_parameters=False.')
 
 
-def model_defaults(cfg):
-    """mmdet 2.x configs may keep train_cfg / test_cfg at the top level."""
+def model_defaults(cfg: Config) -> dict[str, Any] | None:
+    """The ``default_args`` of the model's build: mmdet 2.x configs may keep ``train_cfg`` /
+    ``test_cfg`` at the top level instead of in ``model``."""
     defaults = {}
     for key in ('train_cfg', 'test_cfg'):
         if cfg.get(key) is not None and key not in cfg.model:
@@ -166,19 +145,19 @@ def model_defaults(cfg):
     return defaults or None
 
 
-def build_train_model(cfg):
+def build_train_model(cfg: Config) -> nn.Module:
     """The model of ``cfg.model``, its weights initialised (``init_cfg`` / ``init_weights``).
-    ``with_cp='auto'`` is checked (it needs ``memory_budget``) and left to the planner."""
-    from ..memory.planner import planning_requested
+    ``with_cp='auto'`` becomes False here (:func:`~ckptzoo.apis.plan.resolve_auto_with_cp`: it
+    needs ``memory_budget``, and the plan sets the modes)."""
     from ..registry import build_model
-    planning_requested(cfg)
+    resolve_auto_with_cp(cfg)
     model = build_model(cfg.model, default_args=model_defaults(cfg))
     if hasattr(model, 'init_weights'):
         model.init_weights()
     return model
 
 
-def build_train_datasets(cfg):
+def build_train_datasets(cfg: Config) -> list[Dataset]:
     """``[train dataset]``, plus the val set through the train pipeline for a two-phase
     workflow (mmdet 2.x's tools/train.py)."""
     from ..datasets import build_dataset
@@ -192,26 +171,48 @@ def build_train_datasets(cfg):
 
 @dataclass
 class TrainingRun:
-    """What :func:`build_training` assembles: ``runner.run(data_loaders, workflow)`` trains."""
+    """What :func:`build_training` assembles: ``runner.run(data_loaders, workflow)`` trains;
+    ``options`` are the fp16 / accumulation / batch it was assembled with."""
 
-    runner: object
-    data_loaders: list
+    runner: BaseRunner
+    data_loaders: list[DataLoader]
     workflow: list
-    optimizer_config: dict
+    optimizer_config: dict[str, Any] | Hook
     distributed: bool = False
     validate: bool = False
+    options: TrainingOptions | None = None
 
     @property
-    def model(self):
+    def model(self) -> nn.Module:
+        """The runner's model (a DDP wrapper under DDP)."""
         return self.runner.model
 
     @property
-    def optimizer(self):
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The runner's optimizer."""
         return self.runner.optimizer
 
+    def with_options(self, cfg: Config, options: TrainingOptions) -> TrainingRun:
+        """This run, or, when ``options`` differ from its own, its model and datasets assembled
+        again from a copy of ``cfg`` (the config it was assembled from) with ``options`` set;
+        the lr stays as it is (``auto_scale_lr`` is not applied a second time), and the
+        timestamp, meta and logger are this run's."""
+        if options == self.options:
+            return self
+        cfg = options.apply_to(copy.deepcopy(cfg))
+        cfg.auto_scale_lr = None
+        runner = self.runner
+        return build_training(cfg, model=unwrap_model(runner.model),
+                              datasets=[dl.dataset for dl in self.data_loaders],
+                              distributed=self.distributed, validate=self.validate,
+                              timestamp=runner.timestamp, meta=runner.meta, logger=runner.logger)
 
-def build_training(cfg, model=None, datasets=None, distributed=False, validate=False,
-                   timestamp=None, meta=None, logger=None):
+
+def build_training(cfg: Config, model: nn.Module | None = None,
+                   datasets: Dataset | Sequence[Dataset] | None = None,
+                   distributed: bool = False, validate: bool = False,
+                   timestamp: str | None = None, meta: dict[str, Any] | None = None,
+                   logger: logging.Logger | None = None) -> TrainingRun:
     """The one assembly of a training run from a config: model (built from ``cfg.model`` when
     not given), data loaders (datasets from ``cfg.data`` when not given), device / DDP,
     optimizer, runner, optimizer hook (:func:`select_optimizer_hook`), lr / checkpoint / log /
@@ -282,12 +283,16 @@ def build_training(cfg, model=None, datasets=None, distributed=False, validate=F
         hook_cls = DistEvalHook if distributed else EvalHook
         runner.register_hook(hook_cls(val_loader, **eval_cfg), priority='LOW')
     return TrainingRun(runner, data_loaders, cfg.workflow, optimizer_config, distributed,
-                       validate)
+                       validate, TrainingOptions.from_cfg(cfg))
 
 
-def train_model(model, dataset, cfg, distributed=False, validate=False, timestamp=None,
-                meta=None, logger=None):
-    """Train ``model`` on ``dataset`` (a dataset or a list, one per workflow phase)."""
+def train_model(model: nn.Module, dataset: Dataset | Sequence[Dataset], cfg: Config,
+                distributed: bool = False, validate: bool = False, timestamp: str | None = None,
+                meta: dict[str, Any] | None = None,
+                logger: logging.Logger | None = None) -> BaseRunner:
+    """Train ``model`` on ``dataset`` (a dataset or a list, one per workflow phase): assemble
+    the run, load or resume its checkpoint, plan it under ``memory_budget``
+    (:mod:`ckptzoo.apis.plan`), run it; returns the runner."""
     for key in ('resume_from', 'load_from'):  # '~' expanded; '' is an error, not "none"
         if cfg.get(key) is not None:
             cfg[key] = expand_path(cfg[key], key, 'a checkpoint file (or None)')
@@ -300,10 +305,9 @@ def train_model(model, dataset, cfg, distributed=False, validate=False, timestam
         # before planning: a checkpoint that does not fit fails before the probe steps, and a
         # run the planner rebuilds trains the same module
         run.runner.load_checkpoint(cfg.load_from)
-    from ..memory.planner import plan_training
     plan = plan_training(run, cfg, logger=run.runner.logger, resume=bool(resume_from))
-    if plan is not None:  # rebuilt when the plan needs fp16 / accumulation / a smaller batch
-        run = plan.run
+    # assembled again when the plan needs fp16 / accumulation / a smaller batch
+    run = run_for_plan(run, cfg, plan)
     runner = run.runner
     if resume_from:
         runner.resume(resume_from)

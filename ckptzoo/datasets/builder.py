@@ -21,8 +21,8 @@ from functools import partial
 
 import numpy as np
 import torch
-import torch.distributed as torch_dist
 import torch.nn.functional as F
+from mmengine.dist import get_dist_info
 from torch.utils.data import DataLoader, Sampler
 from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data.dataloader import default_collate
@@ -135,12 +135,6 @@ def _collate_key(key, values, size_divisor, pad_value):
     if key in PAD_KEYS and isinstance(values[0], torch.Tensor):
         return _pad_stack(values, 255 if key == 'gt_semantic_seg' else pad_value, size_divisor)
     return default_collate(values)
-
-
-def get_dist_info():
-    if torch_dist.is_available() and torch_dist.is_initialized():
-        return torch_dist.get_rank(), torch_dist.get_world_size()
-    return 0, 1
 
 
 def sync_random_seed(seed=None):

@@ -1,4 +1,6 @@
 """``memory_budget``: bytes from what a user writes in a config or on the command line."""
+from __future__ import annotations
+
 import math
 import re
 from fractions import Fraction
@@ -14,7 +16,7 @@ _ALLOWED = ("a number of bytes (612368384), a number with one of the units "
             "the device's memory (0.9)")
 
 
-def _device_total(device_total):
+def _device_total(device_total: int | None) -> int:
     if device_total is not None:
         return device_total
     import torch
@@ -24,7 +26,7 @@ def _device_total(device_total):
                      'on a CPU give bytes or a size such as "6GB"')
 
 
-def parse_budget(value, device_total=None):
+def parse_budget(value: int | float | str, device_total: int | None = None) -> int:
     """The budget in bytes (an int).
 
     ``value`` is an int or float of bytes, a string with an optional unit (B, KB, MB, GB
@@ -64,7 +66,7 @@ def parse_budget(value, device_total=None):
     return math.floor(number)
 
 
-def format_bytes(nbytes):
+def format_bytes(nbytes: float) -> str:
     """``'123.4 MiB'``: how budgets and peaks are printed."""
     for unit, size in (('GiB', 2 ** 30), ('MiB', 2 ** 20), ('KiB', 2 ** 10)):
         if abs(nbytes) >= size:

@@ -7,20 +7,27 @@ left out. The input of a unit is the previous unit's output, so it is counted th
 Everything that is not a unit (the batch, parameters, gradients, optimizer state, code between
 units such as losses) is in the per-point bases, which do not depend on the plan.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import torch.nn as nn
+
+from ..models.checkpointing import MODES
+from ..utils.model_wrapper import unwrap_model
 
 __all__ = ['MODES', 'UnitCost', 'CostTable', 'mode_key', 'mode_from_key', 'model_chains']
 
-#: the checkpoint modes a unit can run in; ``None`` is plain autograd
-MODES = (None, 'full', 'selective', 'offload')
 
-
-def mode_key(mode):
+def mode_key(mode: str | None) -> str:
     """JSON object keys cannot be null: ``None`` is written ``'none'``."""
     return 'none' if mode is None else mode
 
 
-def mode_from_key(key):
+def mode_from_key(key: str) -> str | None:
+    """The mode a JSON key names (:func:`mode_key` reversed)."""
     return None if key == 'none' else key
 
 
@@ -29,24 +36,28 @@ class UnitCost:
     """One checkpoint unit, per mode (``None`` always present)."""
 
     name: str
-    kept: dict                  # mode -> bytes still alive from this unit when forward ends
-    fwd_peak: dict              # mode -> bytes above the live bytes at its start, in its forward
-    bwd_peak: dict              # mode -> bytes above the live bytes when its backward starts
-    fwd_time: float = 0.0       # seconds, plain forward
-    recompute_time: dict = field(default_factory=dict)  # mode -> seconds added to a step
+    kept: dict[str | None, int]      # mode -> bytes still alive from this unit when forward ends
+    fwd_peak: dict[str | None, int]  # mode -> bytes above the live bytes at its start, in forward
+    bwd_peak: dict[str | None, int]  # mode -> bytes above the live bytes when its backward starts
+    fwd_time: float = 0.0            # seconds, plain forward
+    recompute_time: dict[str | None, float] = field(default_factory=dict)  # mode -> s per step
 
     @property
-    def modes(self):
+    def modes(self) -> tuple[str | None, ...]:
+        """The modes this unit was measured in, in :data:`MODES` order."""
         return tuple(m for m in MODES if m in self.kept)
 
-    def extra_time(self, mode):
+    def extra_time(self, mode: str | None) -> float:
+        """Seconds ``mode`` adds to a step (``'full'`` without a measured recompute: one plain
+        forward)."""
         if mode is None:
             return 0.0
         if mode == 'full' and mode not in self.recompute_time:
             return self.fwd_time
         return self.recompute_time.get(mode, 0.0)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data (modes as :func:`mode_key`)."""
         def keyed(d):
             return {mode_key(m): v for m, v in d.items()}
         return dict(name=self.name, kept=keyed(self.kept), fwd_peak=keyed(self.fwd_peak),
@@ -54,7 +65,8 @@ class UnitCost:
                     recompute_time=keyed(self.recompute_time))
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d: dict[str, Any]) -> UnitCost:
+        """From :meth:`to_dict`'s data."""
         def unkeyed(x):
             return {mode_from_key(k): v for k, v in x.items()}
         return cls(d['name'], unkeyed(d['kept']), unkeyed(d['fwd_peak']),
@@ -78,16 +90,16 @@ class CostTable:
     (parameters, gradients, optimizer state, batch ...), for reports.
     """
 
-    units: list
-    fwd_base: list
-    bwd_base: list
+    units: list[UnitCost]
+    fwd_base: list[int]
+    bwd_base: list[int]
     tail_peak: int = 0
     step_peak: int = 0
     step_time: float = 0.0
-    bwd_order: list = None
-    chains: list = None
-    fixed: dict = field(default_factory=dict)
-    exits: list = field(default_factory=list)
+    bwd_order: list[int] | None = None
+    chains: list[tuple[int, int]] | None = None
+    fixed: dict[str, int] = field(default_factory=dict)
+    exits: list[int] = field(default_factory=list)
 
     def __post_init__(self):
         n = len(self.units)
@@ -111,20 +123,22 @@ class CostTable:
         self.chains = [tuple(c) for c in self.chains]
 
     @property
-    def names(self):
+    def names(self) -> list[str]:
+        """The unit names in forward order."""
         return [u.name for u in self.units]
 
-    def index(self, name):
+    def index(self, name: str) -> int:
+        """The position of unit ``name``."""
         return self.names.index(name)
 
-    def chain_of(self, i):
+    def chain_of(self, i: int) -> tuple[int, int] | None:
         """The ``(start, stop)`` chain holding unit ``i``, or None."""
         for start, stop in self.chains:
             if start <= i < stop:
                 return start, stop
         return None
 
-    def add_resident(self, name, nbytes):
+    def add_resident(self, name: str, nbytes: int) -> CostTable:
         """Count ``nbytes`` that stay allocated through the whole step but that the recorded
         steps did not see (DDP's gradient buckets, when the probe steps the module alone and
         the exact tracker counts only tensors an op touches): every point of the peak moves
@@ -136,7 +150,8 @@ class CostTable:
         self.fixed[name] = self.fixed.get(name, 0) + nbytes
         return self
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data (what a DDP broadcast or a file carries)."""
         return dict(units=[u.to_dict() for u in self.units], fwd_base=list(self.fwd_base),
                     bwd_base=list(self.bwd_base), tail_peak=self.tail_peak,
                     step_peak=self.step_peak, step_time=self.step_time,
@@ -144,18 +159,20 @@ class CostTable:
                     fixed=dict(self.fixed), exits=list(self.exits))
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d: dict[str, Any]) -> CostTable:
+        """From :meth:`to_dict`'s data."""
         return cls([UnitCost.from_dict(u) for u in d['units']], d['fwd_base'], d['bwd_base'],
                    d.get('tail_peak', 0), d.get('step_peak', 0), d.get('step_time', 0.0),
                    d.get('bwd_order'), d.get('chains'), d.get('fixed', {}), d.get('exits', []))
 
 
-def model_chains(model, names):
+def model_chains(model: nn.Module,
+                 names: Sequence[str]) -> tuple[list[tuple[int, int]], list[int]]:
     """``(chains, exits)`` of ``model`` as a :class:`CostTable` takes them: ``(start, stop)``
     index ranges into ``names`` (the units in forward order) of the model's chains of two or
     more units (``checkpoint_chains()``: runs of consecutive units, derived from the same
     description as the units), and the indices of their exits."""
-    model = getattr(model, 'module', model)
+    model = unwrap_model(model)
     if not hasattr(model, 'checkpoint_chains'):
         return [], []
     index = {n: i for i, n in enumerate(names)}

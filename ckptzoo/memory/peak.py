@@ -15,22 +15,42 @@ The peak is the largest of
   recomputed units keep their plain bytes until their own backward has run;
 * the optimizer step.
 """
-from collections import namedtuple
+from __future__ import annotations
 
-__all__ = ['Group', 'check_plan', 'kept_bytes', 'peak_points', 'predict_peak', 'predict_time',
-           'uniform_plan', 'plan_from_modes', 'plan_modes', 'plan_segments', 'segment_outputs',
-           'unit_kept']
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
-Group = namedtuple('Group', 'start stop mode')
+import torch.nn as nn
+
+from ..utils.model_wrapper import unwrap_model
+from .cost_table import CostTable
+
+__all__ = ['Group', 'Plan', 'check_plan', 'kept_bytes', 'peak_points', 'predict_peak',
+           'predict_time', 'uniform_plan', 'plan_from_modes', 'plan_modes', 'plan_segments',
+           'segment_outputs', 'unit_kept', 'apply_plan']
 
 
-def uniform_plan(table, mode):
+class Group(NamedTuple):
+    """Units ``start`` to ``stop - 1`` (indices into the table) in ``mode``; two or more units
+    are a segment, which is always ``'full'``."""
+
+    start: int
+    stop: int
+    mode: str | None
+
+
+#: a plan: groups covering the units of a table in order
+Plan = tuple[Group, ...]
+
+
+def uniform_plan(table: CostTable, mode: str | None) -> Plan:
     """Every unit in ``mode`` (units without that mode stay plain)."""
     return tuple(Group(i, i + 1, mode if mode in u.kept else None)
                  for i, u in enumerate(table.units))
 
 
-def plan_from_modes(table, modes, segments=()):
+def plan_from_modes(table: CostTable, modes: Mapping[str, str | None],
+                    segments: Iterable[tuple[str, str]] = ()) -> Plan:
     """A plan from ``{unit name: mode}`` (missing names: plain) and ``[(first, last)]`` names."""
     names = table.names
     unknown = sorted(set(modes) - set(names))
@@ -55,18 +75,20 @@ def plan_from_modes(table, modes, segments=()):
     return plan
 
 
-def plan_modes(table, plan):
+def plan_modes(table: CostTable, plan: Plan) -> dict[str, str | None]:
     """``{unit name: mode}``: the units of a segment are ``'full'``."""
     return {table.units[i].name: g.mode for g in plan for i in range(g.start, g.stop)}
 
 
-def plan_segments(table, plan):
+def plan_segments(table: CostTable, plan: Plan) -> list[list[str]]:
     """``[[first unit name, last unit name]]`` of the segments of two or more units."""
     return [[table.units[g.start].name, table.units[g.stop - 1].name]
             for g in plan if g.stop - g.start > 1]
 
 
-def check_plan(table, plan):
+def check_plan(table: CostTable, plan: Plan) -> None:
+    """A ValueError unless ``plan`` covers the table's units in order, every unit in a mode it
+    was measured in, every segment ``'full'`` and inside one chain."""
     i = 0
     for g in plan:
         if g.start != i or g.stop <= g.start:
@@ -84,7 +106,7 @@ def check_plan(table, plan):
         raise ValueError(f'plan covers {i} of {len(table.units)} units')
 
 
-def unit_kept(table, plan):
+def unit_kept(table: CostTable, plan: Plan) -> list[int]:
     """Per unit, the bytes it keeps after the forward under ``plan``."""
     kept = [0] * len(table.units)
     for g in plan:
@@ -96,17 +118,17 @@ def unit_kept(table, plan):
     return kept
 
 
-def segment_outputs(table, g):
+def segment_outputs(table: CostTable, g: Group) -> list[int]:
     """The units of segment ``g`` whose outputs it returns: its exits and its last unit."""
     return [i for i in range(g.start, g.stop - 1) if i in table.exits] + [g.stop - 1]
 
 
-def kept_bytes(table, plan):
+def kept_bytes(table: CostTable, plan: Plan) -> int:
     """Bytes the units keep for backward under ``plan`` (the sum of the units' ``kept``)."""
     return sum(unit_kept(table, plan))
 
 
-def peak_points(table, plan):
+def peak_points(table: CostTable, plan: Plan) -> list[tuple[str, int]]:
     """``[(label, bytes)]`` of every point of the step the peak is the maximum of."""
     check_plan(table, plan)
     units = table.units
@@ -151,11 +173,12 @@ def peak_points(table, plan):
     return points
 
 
-def predict_peak(table, plan):
+def predict_peak(table: CostTable, plan: Plan) -> int:
+    """The predicted peak bytes of a step under ``plan``: the largest of its points."""
     return max(b for _, b in peak_points(table, plan))
 
 
-def predict_time(table, plan):
+def predict_time(table: CostTable, plan: Plan) -> float:
     """Seconds per step: the plain step plus each group's recompute."""
     extra = 0.0
     for g in plan:
@@ -164,3 +187,11 @@ def predict_time(table, plan):
         else:
             extra += sum(table.units[i].fwd_time for i in range(g.start, g.stop))
     return table.step_time + extra
+
+
+def apply_plan(model: nn.Module, table: CostTable, plan: Plan) -> None:
+    """Set ``plan`` (groups over ``table``) on ``model`` (or the module a DDP wrapper holds):
+    the units' modes and the segments."""
+    model = unwrap_model(model)
+    model.set_checkpoint_plan(plan_modes(table, plan))
+    model.set_checkpoint_segments(plan_segments(table, plan))

@@ -1,29 +1,83 @@
-"""``work_dir/memory_plan.json``: the plan a run trains with, read back when it resumes.
+"""The plan a run trains with, as data and as ``work_dir/memory_plan.json``.
 
-A file that is not such a plan (corrupt, truncated, another program's JSON) is refused with
-its path and how to plan again, instead of a bare ``JSONDecodeError`` / ``KeyError``. A plan
-made for another budget or batch is not reused silently: :func:`plan_changes` says what
-changed, and the planner plans again.
+:class:`PlanResult` is what the planner decided (the modes, the segments, the options beyond
+checkpointing) and what it measured; it is plain data, written to the work dir and read back
+when the run resumes. A file that is not such a plan (corrupt, truncated, another program's
+JSON) is refused with its path and how to plan again, instead of a bare ``JSONDecodeError`` /
+``KeyError``. A plan made for another budget or batch is not reused silently:
+:func:`plan_changes` says what changed, and the planner plans again.
 """
 import json
 import numbers
+from dataclasses import dataclass, field
+from typing import Any
 
 from .budget import format_bytes
-from .cost_table import MODES
+from .cost_table import MODES, CostTable
 
-__all__ = ['PlanFileError', 'read_plan_file', 'plan_changes', 'REQUIRED']
+__all__ = ['PLAN_FILE', 'PlanResult', 'PlanFileError', 'read_plan_file', 'write_plan_file',
+           'plan_changes', 'REQUIRED']
 
+#: the plan is saved under this name in the work dir, and a resume reuses it
+PLAN_FILE = 'memory_plan.json'
 #: the keys every plan file has, and their types
 REQUIRED = dict(budget_bytes=int, predicted_peak_bytes=int, measured_peak_bytes=int, plan=dict,
                 segments=list, fp16=bool, cumulative_iters=int, samples_per_gpu=int)
 _OPTIONS = ('samples_per_gpu', 'cumulative_iters', 'fp16')
 
 
+@dataclass
+class PlanResult:
+    """A plan and what it was measured to need: the budget and the predicted and measured peak
+    (bytes), ``plan`` (``{unit name: mode}``, as ``model.set_checkpoint_plan`` takes it),
+    ``segments`` (``[[first unit, last unit]]``), the options it trains with (``fp16``,
+    ``cumulative_iters``, ``samples_per_gpu``), the step times, the margin and re-plans the
+    validation needed, the probe's cost ``table`` (not saved) and the options as ``configured``
+    before the outer search changed them (None when it did not run)."""
+
+    budget_bytes: int
+    predicted_peak_bytes: int
+    measured_peak_bytes: int
+    plan: dict[str, str | None]
+    segments: list[list[str]]
+    fp16: bool
+    cumulative_iters: int
+    samples_per_gpu: int
+    predicted_step_time: float | None = None
+    measured_step_time: float | None = None
+    margin: float = 0.0
+    replans: int = 0
+    table: CostTable | None = field(default=None, repr=False)
+    configured: dict[str, Any] | None = None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """``{'fp16', 'cumulative_iters', 'samples_per_gpu'}`` this plan trains with."""
+        return dict(fp16=self.fp16, cumulative_iters=self.cumulative_iters,
+                    samples_per_gpu=self.samples_per_gpu)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan file's content (everything but the cost table)."""
+        keys = ('budget_bytes', 'predicted_peak_bytes', 'measured_peak_bytes', 'plan',
+                'segments', 'fp16', 'cumulative_iters', 'samples_per_gpu',
+                'predicted_step_time', 'measured_step_time', 'margin', 'replans')
+        out = {k: getattr(self, k) for k in keys}
+        if self.configured is not None:
+            out['configured'] = dict(self.configured)
+        out['plan'] = dict(self.plan)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> 'PlanResult':
+        """The plan of a plan file's content (checked by :func:`read_plan_file`)."""
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d and k != 'table'})
+
+
 class PlanFileError(ValueError):
     """A ``memory_plan.json`` that cannot be read as a plan."""
 
 
-def _problem(data):
+def _problem(data: Any) -> str | None:
     """Why ``data`` (parsed JSON) is not a plan, or None."""
     if not isinstance(data, dict):
         return f'a JSON {type(data).__name__}, not an object'
@@ -52,7 +106,7 @@ def _problem(data):
     return None
 
 
-def read_plan_file(path):
+def read_plan_file(path: str) -> dict[str, Any]:
     """The plan in ``path`` as a dict, or :class:`PlanFileError` naming the file, what is
     wrong and how to plan again."""
     how = (f'delete {path} to plan again when the run starts, or write a plan there with '
@@ -69,7 +123,14 @@ def read_plan_file(path):
     return data
 
 
-def plan_changes(saved, budget, configured):
+def write_plan_file(path: str, result: PlanResult) -> None:
+    """Write ``result`` to ``path`` as :func:`read_plan_file` reads it."""
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(result.to_json(), f, indent=1)
+
+
+def plan_changes(saved: dict[str, Any], budget: int,
+                 configured: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """``[(name, saved value, value now)]``: how the budget (bytes) and the options as
     configured (``samples_per_gpu``, ``cumulative_iters``, ``fp16``) differ from those the plan
     in ``saved`` was made for. A plan file without ``configured`` (written before it was

@@ -12,132 +12,26 @@ every mode is recorded. The recompute of a checkpointed unit is timed where it r
 backward, rather than taken as the difference of two steps (a unit's share of a step is smaller
 than the step's noise).
 """
+from __future__ import annotations
+
 import contextlib
 import time
 import weakref
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from ..models.checkpointing import CheckpointObserver, observe
-from .cost_table import MODES, CostTable, UnitCost, model_chains
 from .trackers import LiveTensorTracker
+from ..utils.model_wrapper import unwrap_model
+from ..utils.nested import iter_tensors
+from .cost_table import MODES, CostTable, UnitCost, model_chains
+from .step import (Run, measure_step, on_cuda, probe_batch, step_tensors,  # noqa: F401
+                   train_step, worst_case_shape)
 
-__all__ = ['train_pipeline', 'worst_case_shape', 'probe_batch', 'train_step', 'measure_step',
-           'probe', 'ddp_bucket_bytes']
-
-
-# ------------------------------------------------------------------------------------------
-# the input
-# ------------------------------------------------------------------------------------------
-def train_pipeline(cfg):
-    """The transforms of the config's training set (``data.train``, or the dataset that a
-    ``RepeatDataset`` and friends wrap; else ``train_pipeline``); ``[]`` when it has none."""
-    train = cfg.data.train
-    while 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
-        train = train.dataset
-    return list(train.get('pipeline') or cfg.get('train_pipeline') or [])
-
-
-def worst_case_shape(cfg):
-    """The largest padded ``(H, W)`` the training pipeline can give a batch, or None.
-
-    ``Resize`` with ``keep_ratio`` fits an image in ``(long, short)`` either way round, and a
-    batch is padded to its largest height and width, so a batch of a landscape and a portrait
-    image is ``long x long``: both orientations at once. ``Pad`` rounds up.
-    """
-    shape = None
-    for t in train_pipeline(cfg):
-        kind = t.get('type')
-        if kind == 'Resize' and t.get('img_scale') is not None:
-            scales = t['img_scale']
-            scales = [scales] if isinstance(scales[0], (int, float)) else list(scales)
-            if t.get('keep_ratio', True):
-                side = max(max(s) for s in scales)
-                shape = (side, side) if len(scales) and t.get('keep_ratio', True) else shape
-            else:
-                shape = (max(s[1] for s in scales), max(s[0] for s in scales))
-        elif kind in ('RandomResizedCrop', 'CenterCrop', 'RandomCrop'):
-            size = t.get('size', t.get('crop_size'))
-            if size is not None:
-                size = (size, size) if isinstance(size, int) else tuple(size)
-                shape = (size[0], size[1])
-        elif kind == 'Pad' and shape is not None:
-            if t.get('size') is not None:
-                shape = tuple(max(a, b) for a, b in zip(shape, t['size']))
-            elif t.get('size_divisor'):
-                d = t['size_divisor']
-                shape = tuple(-(-s // d) * d for s in shape)
-    return shape
-
-
-def probe_batch(run, shape=None):
-    """One batch of the run's training loader, zero-padded to ``shape`` (default
-    :func:`worst_case_shape` of the config), on the model's device."""
-    from ..runner.utils import get_model_device, move_to_device
-    batch = next(iter(run.data_loaders[0]))
-    img = batch['img']
-    if shape is not None:
-        h, w = max(shape[0], img.shape[-2]), max(shape[1], img.shape[-1])
-        if (h, w) != tuple(img.shape[-2:]):
-            padded = img.new_zeros(img.shape[:-2] + (h, w))
-            padded[..., :img.shape[-2], :img.shape[-1]] = img
-            batch['img'] = padded
-            for meta in batch.get('img_metas', []):
-                meta['pad_shape'] = (h, w, img.shape[1])
-                meta['batch_input_shape'] = (h, w)
-    return move_to_device(batch, get_model_device(run.runner.model))
-
-
-# ------------------------------------------------------------------------------------------
-# one step
-# ------------------------------------------------------------------------------------------
-def _optimizer_hook(runner):
-    from ..runner.hooks.optimizer import OptimizerHook
-    for hook in runner.hooks:
-        if isinstance(hook, OptimizerHook):
-            return hook
-    raise RuntimeError('the training run has no optimizer hook')
-
-
-def train_step(run, batch, on_forward_end=None):
-    """The step ``runner.run`` makes: ``model.train_step`` and the optimizer hook's backward,
-    clipping and step; it always steps and divides the loss by ``cumulative_iters``, whatever
-    the runner's position (the planner steps outside the training loop)."""
-    runner = run.runner
-    hook = _optimizer_hook(runner)
-    runner.outputs = runner.model.train_step(batch, runner.optimizer)
-    if on_forward_end is not None:
-        on_forward_end()
-    hook.backward_and_step(runner, loss_factor=hook.cumulative_iters, step=True)
-    runner.outputs = None
-
-
-def _cuda(run):
-    from ..runner.utils import get_model_device
-    return get_model_device(run.runner.model).type == 'cuda'
-
-
-def _tracked(run, batch):
-    runner = run.runner
-    return (runner.model, runner.optimizer, batch)
-
-
-def measure_step(run, batch):
-    """``(peak bytes, seconds)`` of one step with the plan in force: the exact live-tensor
-    peak on CPU, ``max_memory_allocated`` on CUDA."""
-    if _cuda(run):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        train_step(run, batch)
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated(), time.perf_counter() - t0
-    with LiveTensorTracker() as tracker:
-        tracker.track(_tracked(run, batch))
-        t0 = time.perf_counter()
-        train_step(run, batch)
-        seconds = time.perf_counter() - t0
-    return tracker.peak_bytes, seconds
+__all__ = ['probe', 'probe_modes', 'ddp_bucket_bytes', 'Run', 'worst_case_shape', 'probe_batch',
+           'train_step', 'measure_step']
 
 
 # ------------------------------------------------------------------------------------------
@@ -153,7 +47,7 @@ class _UnitTracker(LiveTensorTracker):
         self.read_outside = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        for t in _tensors((args, kwargs)):
+        for t in iter_tensors((args, kwargs)):
             try:
                 key = t.untyped_storage()._cdata
             except (RuntimeError, NotImplementedError):
@@ -219,8 +113,8 @@ class _Recorder(CheckpointObserver):
             if self.tracker is not None:
                 self.tracker.tag = None
         self.event('fend', name)
-        self.outputs[name] = {t.untyped_storage()._cdata for t in _tensors(out)}
-        for t in _tensors(out):
+        self.outputs[name] = {t.untyped_storage()._cdata for t in iter_tensors(out)}
+        for t in iter_tensors(out):
             if t.requires_grad:
                 t.register_hook(self._bwd_hook(name))
         return out
@@ -264,26 +158,15 @@ def _would_checkpoint(unit, function, args, module):
     return should_checkpoint(args, module, unit.use_reentrant)
 
 
-def _tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            yield from _tensors(x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _tensors(x)
-
-
 def _record_step(run, batch, names):
     """One instrumented step: the recorder with its events."""
-    cuda = _cuda(run)
+    cuda = on_cuda(run)
     optimizer = run.runner.optimizer
     with contextlib.ExitStack() as stack:
         tracker = None
         if not cuda:
             tracker = stack.enter_context(_UnitTracker())
-            tracker.track(_tracked(run, batch))
+            tracker.track(step_tensors(run, batch))
         else:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -344,10 +227,6 @@ def _analyse(recorder, order):
                 step_time=ev[-1][4] - ev[0][4], peak=max(e[3] for e in ev))
 
 
-def _unwrap(model):
-    return getattr(model, 'module', model)
-
-
 def _set_modes(model, mode, names):
     """Set every unit that accepts ``mode``; the names that do."""
     accepted = []
@@ -392,7 +271,8 @@ def _selective_seconds(records, order):
             for n, r in recompute.items()}
 
 
-def probe(run, batch, modes=MODES, chains=None, derive_full=True):
+def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
+          chains: list[tuple[int, int]] | None = None, derive_full: bool = True) -> CostTable:
     """The :class:`CostTable` of the run's model on ``batch``, from one recorded step per mode.
 
     The plain step is recorded first; on CPU, where the tracker attributes every storage to
@@ -403,11 +283,11 @@ def probe(run, batch, modes=MODES, chains=None, derive_full=True):
     derivation). Units are measured one by one (segments are lifted for the probe); the plan and
     segments in force are restored afterwards. ``chains`` (where segments may be formed)
     default to the model's own (``checkpoint_chains()``)."""
-    model = _unwrap(run.runner.model)
+    model = unwrap_model(run.runner.model)
     units = model.checkpoint_units()
     order = list(units)
     names = {id(u): n for n, u in units.items()}
-    derive = derive_full and 'full' in modes and not _cuda(run)
+    derive = derive_full and 'full' in modes and not on_cuda(run)
     recorded = [None] + [m for m in modes if m is not None and not (derive and m == 'full')]
     saved = model.checkpoint_plan()
     saved_segments = model.checkpoint_segments()  # units are measured one by one
@@ -470,6 +350,15 @@ def probe(run, batch, modes=MODES, chains=None, derive_full=True):
     return table
 
 
+def probe_modes(run: Run) -> tuple[str | None, ...]:
+    """The modes worth probing: ``'offload'`` moves saved tensors to CPU memory, which saves
+    nothing when the model already runs on the CPU."""
+    from ..runner.utils import get_model_device
+    if get_model_device(run.runner.model).type == 'cpu':
+        return (None, 'full', 'selective')
+    return MODES
+
+
 def _fixed_bytes(run, batch):
     """The plan-independent bytes by kind, for the report (the peak model takes them from the
     recorded steps, where they are live like any other tensor)."""
@@ -485,10 +374,10 @@ def _fixed_bytes(run, batch):
                 gradients=total(p for p in params if p.requires_grad),
                 optimizer_state=total(t for s in optimizer.state.values() for t in s.values()
                                       if isinstance(t, torch.Tensor)),
-                batch=total(_tensors(batch)))
+                batch=total(iter_tensors(batch)))
 
 
-def ddp_bucket_bytes(model):
+def ddp_bucket_bytes(model: torch.nn.Module) -> int:
     """Bytes of DDP's gradient buckets for ``model`` (0 when it is not DDP-wrapped): the
     reducer keeps a flat copy of every gradient it all-reduces, allocated when DDP is built,
     unless the gradients are views into the buckets (``gradient_as_bucket_view=True``)."""

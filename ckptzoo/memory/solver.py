@@ -11,15 +11,31 @@ compared on (bytes kept, time): the fastest plan is exact; among plans of equal 
 peak is preferred. Every mode but plain costs at least 1 us, so the peak chosen never rises as
 the budget falls.
 """
+from __future__ import annotations
+
 import math
-from collections import namedtuple
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, NamedTuple
 
-from .peak import Group, check_plan, kept_bytes, predict_peak, predict_time, segment_outputs
+from .cost_table import MODES, CostTable
+from .peak import (Group, Plan, check_plan, kept_bytes, predict_peak, predict_time,
+                   segment_outputs)
 
-__all__ = ['Solution', 'InfeasibleBudget', 'solve', 'minimum_peak', 'most_frugal',
-           'pareto_front', 'exhaustive_search', 'chen_sqrt_plan', 'count_plans']
+__all__ = ['Solution', 'InfeasibleBudget', 'solve', 'choose_plan', 'minimum_peak',
+           'most_frugal', 'pareto_front', 'exhaustive_search', 'chen_sqrt_plan', 'count_plans']
 
-Solution = namedtuple('Solution', 'plan peak time method')
+#: the modes a solve may use (None: every mode each unit was measured in)
+Modes = Collection[str | None] | None
+
+
+class Solution(NamedTuple):
+    """A plan the solver chose, its predicted peak (bytes) and step time (seconds), and the
+    method that found it (``'exhaustive'`` or ``'dynamic program'``)."""
+
+    plan: Plan
+    peak: int
+    time: float
+    method: str
 
 _INF = float('inf')
 
@@ -29,7 +45,8 @@ class InfeasibleBudget(ValueError):
     ``options`` the settings beyond the checkpoint plan that reach it (``fp16``,
     ``cumulative_iters``, ``samples_per_gpu``), when the outer search tried them."""
 
-    def __init__(self, budget, minimum, message=None, options=None, notes=()):
+    def __init__(self, budget: int, minimum: Solution, message: str | None = None,
+                 options: Mapping[str, Any] | None = None, notes: Iterable[str] = ()):
         from .budget import format_bytes
         self.budget = budget
         self.minimum = minimum
@@ -65,7 +82,8 @@ def _groups_at(table, i, modes, segments):
                 yield Group(i, stop, 'full')
 
 
-def count_plans(table, modes=None, segments=True):
+def count_plans(table: CostTable, modes: Modes = None, segments: bool = True) -> int:
+    """How many plans there are over ``table`` (with ``modes``, with or without segments)."""
     n = len(table.units)
     counts = [0] * n + [1]
     for i in range(n - 1, -1, -1):
@@ -73,8 +91,11 @@ def count_plans(table, modes=None, segments=True):
     return counts[0]
 
 
-def exhaustive_search(table, budget=_INF, modes=None, segments=True, objective='time'):
-    """Every plan, evaluated with the peak model (small tables and tests)."""
+def exhaustive_search(table: CostTable, budget: float = _INF, modes: Modes = None,
+                      segments: bool = True, objective: str = 'time') -> Solution | None:
+    """The best of every plan, evaluated with the peak model (small tables and tests), by
+    ``objective``: ``'time'`` (ties: the peak), ``'peak'`` (ties: the time) or ``'frugal'``
+    (the bytes kept, then the time); None when none fits ``budget``."""
     best, best_key = None, None
     n = len(table.units)
 
@@ -219,7 +240,8 @@ def _program(table, budget, modes, segments, max_states, objective):
                     'dynamic program')
 
 
-def solve(table, budget, modes=None, segments=True, exhaustive_limit=20000, max_states=20000):
+def solve(table: CostTable, budget: int, modes: Modes = None, segments: bool = True,
+          exhaustive_limit: int = 20000, max_states: int = 20000) -> Solution:
     """The fastest plan with predicted peak <= ``budget`` bytes (ties: the lower peak).
 
     ``modes``: the modes allowed (default: every mode each unit was measured in);
@@ -236,15 +258,39 @@ def solve(table, budget, modes=None, segments=True, exhaustive_limit=20000, max_
     return best
 
 
-def minimum_peak(table, modes=None, segments=True, exhaustive_limit=20000, max_states=20000):
+def choose_plan(table: CostTable, budget: int, segments: bool = True) -> Solution:
+    """The solver's fastest predicted plan under ``budget``, in the planner's order of
+    preference: plain autograd, ``'full'`` and ``'selective'`` units first; segments only where
+    no per-unit plan fits; ``'offload'`` (CUDA) only where nothing else does. A segment
+    recomputes all its units before their backward, which then runs on tensors no longer in
+    cache: measured 2-5 % of a ResNet-50 step slower than the same units checkpointed one by
+    one (docs/benchmarks.md), a cost the time model does not see; ``'offload'`` moves every
+    saved tensor over the host link. The peak chosen never rises as the budget falls: a later
+    stage is tried only below every earlier stage's smallest peak. Raises
+    :class:`InfeasibleBudget` (the last stage's) when nothing fits."""
+    cheap = tuple(m for m in MODES if m != 'offload')
+    stages = [cheap] + ([None] if any('offload' in u.kept for u in table.units) else [])
+    error = None
+    for modes in stages:
+        for with_segments in ((False, True) if segments else (False, )):
+            try:
+                return solve(table, budget, modes=modes, segments=with_segments)
+            except InfeasibleBudget as exc:
+                error = exc
+    raise error
+
+
+def minimum_peak(table: CostTable, modes: Modes = None, segments: bool = True,
+                 exhaustive_limit: int = 20000, max_states: int = 20000) -> Solution:
     """The plan with the smallest predicted peak (ties: the faster)."""
     if count_plans(table, modes, segments) <= exhaustive_limit:
         return exhaustive_search(table, modes=modes, segments=segments, objective='peak')
     return _program(table, _INF, modes, segments, max_states, 'peak')
 
 
-def most_frugal(table, modes=None, segments=True, slack=0.01, exhaustive_limit=20000,
-                max_states=20000):
+def most_frugal(table: CostTable, modes: Modes = None, segments: bool = True,
+                slack: float = 0.01, exhaustive_limit: int = 20000,
+                max_states: int = 20000) -> Solution:
     """The plan that keeps the fewest bytes for backward (ties: the faster) among those whose
     predicted peak is within ``slack`` of the smallest: where fixed memory (weights, gradients,
     optimizer state) sets the peak, many plans share it."""
@@ -255,7 +301,8 @@ def most_frugal(table, modes=None, segments=True, slack=0.01, exhaustive_limit=2
     return _program(table, budget, modes, segments, max_states, 'frugal')
 
 
-def pareto_front(table, budgets, modes=None, segments=True):
+def pareto_front(table: CostTable, budgets: Iterable[int], modes: Modes = None,
+                 segments: bool = True) -> list[Solution | None]:
     """``[Solution or None]``: the solver's plan at each budget (None where nothing fits)."""
     out = []
     for budget in budgets:
@@ -266,7 +313,7 @@ def pareto_front(table, budgets, modes=None, segments=True):
     return out
 
 
-def chen_sqrt_plan(table):
+def chen_sqrt_plan(table: CostTable) -> Plan:
     """Chen et al.'s sqrt(n) baseline: each chain cut into about sqrt(length) full segments;
     units outside chains fully checkpointed one by one."""
     groups, i, n = [], 0, len(table.units)

@@ -6,22 +6,30 @@ each round starts from the same weights and optimizer state, so that no plan tra
 model the others did not see. The medians over rounds are what to compare: a machine shared
 with other jobs slows all plans of a round alike, and a single slow step moves no median.
 """
+from __future__ import annotations
+
 import contextlib
 import copy
 import statistics
 import time
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import torch
 
-from .probe import measure_step, train_step
+from ..utils.model_wrapper import unwrap_model
+from .step import Run, measure_step, on_cuda, train_step
 
 __all__ = ['interleaved_step_times', 'paired_step_times', 'measured_peaks', 'median_times',
            'median_ratio']
 
 
+#: ``{unit name: mode}``, or ``({unit name: mode}, [[first, last], ...])`` with segments
+TimedPlan = Mapping[str, str | None] | tuple
+
+
 def _sync(run):
-    from ..runner.utils import get_model_device
-    if get_model_device(run.runner.model).type == 'cuda':
+    if on_cuda(run):
         torch.cuda.synchronize()
 
 
@@ -30,7 +38,7 @@ def _each_from_the_same_start(run):
     """A function that sets a plan on the model as it is now (weights, optimizer state);
     all three are restored afterwards."""
     runner = run.runner
-    model = getattr(runner.model, 'module', runner.model)
+    model = unwrap_model(runner.model)
     saved_plan = (model.checkpoint_plan(), model.checkpoint_segments())
     state = copy.deepcopy(model.state_dict())
     opt_state = copy.deepcopy(runner.optimizer.state_dict())
@@ -49,7 +57,8 @@ def _each_from_the_same_start(run):
         reset(saved_plan)
 
 
-def interleaved_step_times(run, batch, plans, rounds=3):
+def interleaved_step_times(run: Run, batch: dict[str, Any], plans: Mapping[Hashable, TimedPlan],
+                           rounds: int = 3) -> dict[Hashable, list[float]]:
     """``{key: [seconds per round]}`` for ``plans = {key: {unit name: mode}}``: each round
     steps once with each plan, in turn. The model's plan, weights and optimizer state are
     restored afterwards."""
@@ -68,7 +77,9 @@ def interleaved_step_times(run, batch, plans, rounds=3):
     return times
 
 
-def paired_step_times(run, batch, pairs, rounds=3):
+def paired_step_times(run: Run, batch: dict[str, Any],
+                      pairs: Sequence[tuple[TimedPlan, TimedPlan]],
+                      rounds: int = 3) -> list[list[tuple[float, float]]]:
     """``[[(seconds of a, seconds of b) per round] per pair]`` for ``pairs = [(plan a, plan
     b)]``: each round times every pair's two plans one right after the other (A B, then B A in
     the next round, so that a drifting load favours neither), so their ratio sees the same
@@ -91,18 +102,19 @@ def paired_step_times(run, batch, pairs, rounds=3):
     return out
 
 
-def median_ratio(times):
+def median_ratio(times: Sequence[tuple[float, float]]) -> float:
     """The median over rounds of ``a / b`` in one pair of :func:`paired_step_times`."""
     return statistics.median(a / b for a, b in times)
 
 
-def median_times(times):
+def median_times(times: Mapping[Hashable, Sequence[float]]) -> dict[Hashable, float]:
     """``{key: median seconds}`` of :func:`interleaved_step_times`' result."""
     return {key: statistics.median(values) for key, values in times.items()}
 
 
-def measured_peaks(run, batch, plans):
-    """``{key: peak bytes}`` of one step per plan (:func:`~ckptzoo.memory.probe.measure_step`:
+def measured_peaks(run: Run, batch: dict[str, Any],
+                   plans: Mapping[Hashable, TimedPlan]) -> dict[Hashable, int]:
+    """``{key: peak bytes}`` of one step per plan (:func:`~ckptzoo.memory.step.measure_step`:
     exact live-tensor bytes on CPU, ``max_memory_allocated`` on CUDA), from the same start."""
     peaks = {}
     with _each_from_the_same_start(run) as reset:

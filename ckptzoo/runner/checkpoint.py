@@ -28,6 +28,7 @@ from mmengine.runner.checkpoint import (_get_mmengine_home, get_deprecated_model
                                         get_torchvision_models)
 
 from .checkpoint_match import load_state_dict
+from .utils import unwrap_model
 
 __all__ = ['resolve_checkpoint_path', 'load_file', 'load_checkpoint', 'save_checkpoint',
            'weights_to_cpu', 'get_state_dict', 'find_latest_checkpoint', 'model_state_dict']
@@ -120,7 +121,7 @@ def load_file(filename, map_location='cpu'):
 
 def get_state_dict(module):
     """The state dict of ``module``, unwrapping DataParallel / DistributedDataParallel."""
-    return getattr(module, 'module', module).state_dict()
+    return unwrap_model(module).state_dict()
 
 
 def model_state_dict(checkpoint, filename, revise_keys=((r'^module\.', ''),), prefix=None):
@@ -159,7 +160,7 @@ def load_checkpoint(model, filename, map_location='cpu', strict=False, logger=No
     """
     checkpoint = load_file(filename, map_location)
     state_dict = model_state_dict(checkpoint, filename, revise_keys, prefix)
-    load_state_dict(getattr(model, 'module', model), state_dict, filename, strict=strict,
+    load_state_dict(unwrap_model(model), state_dict, filename, strict=strict,
                     complete=complete, logger=logger)
     return checkpoint
 

@@ -34,6 +34,7 @@ import torch
 import torch.nn as nn
 
 from ..registry import OPTIMIZER_BUILDERS, OPTIMIZERS
+from .utils import unwrap_model
 
 __all__ = ['DefaultOptimizerConstructor', 'PARAMWISE_KEYS', 'CUSTOM_KEY_FIELDS']
 
@@ -172,7 +173,7 @@ class DefaultOptimizerConstructor:
         return out
 
     def __call__(self, model):
-        model = getattr(model, 'module', model)
+        model = unwrap_model(model)
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f'model must be an nn.Module, got {type(model).__name__}')
         cfg = dict(self.optimizer_cfg)

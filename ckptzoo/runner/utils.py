@@ -1,6 +1,8 @@
 """Small helpers shared by the runners and hooks."""
 import torch
 
+from ..utils.model_wrapper import unwrap_model
+
 __all__ = ['move_to_device', 'get_model_device', 'unwrap_model']
 
 
@@ -13,11 +15,6 @@ def move_to_device(data, device):
     if isinstance(data, (list, tuple)) and not hasattr(data, '_fields'):
         return type(data)(move_to_device(v, device) for v in data)
     return data
-
-
-def unwrap_model(model):
-    """The model inside a DataParallel / DistributedDataParallel wrapper."""
-    return getattr(model, 'module', model)
 
 
 def get_model_device(model):

@@ -1,4 +1,4 @@
-"""The optimizer hook chosen from optimizer_config x fp16 (DESIGN.md's rule)."""
+"""The optimizer hook chosen from optimizer_config x fp16, auto_scale_lr, synthetic data."""
 import os
 
 import pytest
@@ -65,3 +65,19 @@ def test_prepare_synthetic_data_coco_and_unknown_format(tmp_path):
     assert os.path.isfile(os.path.join(root, 'annotations', 'instances_val2017.json'))
     with pytest.raises(ValueError, match="'coco', 'voc'"):
         prepare_synthetic_data(Config(dict(synthetic_data=dict(format='yolo', root=root))))
+
+
+def test_auto_scale_lr_counts_the_training_loaders_batch():
+    """The batch is the one the training loader gives: ``data.train_dataloader``'s
+    ``samples_per_gpu`` wins over ``data.samples_per_gpu`` (as in the loader and in mmdet 2.x's
+    auto_scale_lr), and the loader's default of 2 counts when neither is set."""
+    from mmengine.config import Config
+
+    from ckptzoo.apis import auto_scale_lr
+    cfg = Config(dict(optimizer=dict(type='SGD', lr=0.02),
+                      data=dict(samples_per_gpu=2, train_dataloader=dict(samples_per_gpu=4)),
+                      auto_scale_lr=dict(enable=True, base_batch_size=16)))
+    assert auto_scale_lr(cfg, world_size=2) == pytest.approx(0.01)  # 2 x 4 = 8 of 16
+    cfg = Config(dict(optimizer=dict(type='SGD', lr=0.02), data=dict(),
+                      auto_scale_lr=dict(enable=True, base_batch_size=16)))
+    assert auto_scale_lr(cfg, world_size=4) == pytest.approx(0.01)  # 4 x 2 = 8 of 16

@@ -8,9 +8,9 @@ import pytest
 from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.memory import planner
-from ckptzoo.memory.plan_file import PlanFileError, read_plan_file
-from ckptzoo.memory.planner import PlanResult, plan_training
+from ckptzoo.apis import plan as planner
+from ckptzoo.apis.plan import plan_training
+from ckptzoo.memory.plan_file import PlanFileError, PlanResult, read_plan_file
 
 from .test_planner import TINY
 
@@ -35,7 +35,7 @@ def replans(monkeypatch):
     def fake(run, cfg, budget, logger=None, **kwargs):
         calls.append(budget)
         return PlanResult(**dict(SAVED, budget_bytes=budget, cumulative_iters=1,
-                                 samples_per_gpu=4), run=run)
+                                 samples_per_gpu=4))
     monkeypatch.setattr(planner, 'plan_memory', fake)
     return calls
 

@@ -13,8 +13,7 @@ from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.memory import minimum_peak
-from ckptzoo.memory.planner import probe_modes
-from ckptzoo.memory.probe import probe, probe_batch, worst_case_shape
+from ckptzoo.memory.probe import probe, probe_batch, probe_modes, worst_case_shape
 from tests.test_memory.test_planner import TINY
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))

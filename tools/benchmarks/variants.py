@@ -50,7 +50,7 @@ def dataset_cfg(args, cfg):
     """The generated VOC data through the config's pipeline, Resize set to --img-size."""
     from ckptzoo.datasets import generate_voc
     from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-    from ckptzoo.memory.probe import train_pipeline
+    from ckptzoo.memory.step import train_pipeline
     devkit = generate_voc(args.data_root, num_trainval=64, num_test=0, img_size=256, seed=0)
     w, h = args.img_size if len(args.img_size) == 2 else args.img_size * 2
     pipeline = [dict(t) for t in train_pipeline(cfg)]

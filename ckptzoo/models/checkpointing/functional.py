@@ -40,6 +40,7 @@ import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils import checkpoint as torch_cp
 
+from ...utils.nested import iter_tensors
 from .observers import _observers, observed
 
 __all__ = ['MODES', 'checkpoint', 'checkpoint_sequential', 'should_checkpoint',
@@ -103,14 +104,6 @@ def _modules(module):
     return [module] if isinstance(module, nn.Module) else list(module)
 
 
-def _tensors(args):
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from _tensors(a)
-
-
 def should_checkpoint(args: Sequence, module: Modules = None, use_reentrant: bool = False) -> bool:
     """True when checkpointing can save memory without losing a gradient."""
     modules = _modules(module)
@@ -118,7 +111,7 @@ def should_checkpoint(args: Sequence, module: Modules = None, use_reentrant: boo
         return False
     if modules and not any(m.training for m in modules):
         return False
-    if any(t.requires_grad for t in _tensors(args)):
+    if any(t.requires_grad for t in iter_tensors(args)):
         return True
     if use_reentrant:
         # reentrant checkpoint gives parameters no gradient when no input requires grad
@@ -221,7 +214,7 @@ def _warn_once(key, message):
 
 
 def _offload(function, args, name):
-    if not any(t.device.type == 'cuda' for t in _tensors(args)):
+    if not any(t.device.type == 'cuda' for t in iter_tensors(args)):
         _warn_once('offload-cpu', f"checkpoint mode 'offload' ({name or 'a unit'}) has nothing "
                    'to offload: its tensors are already in CPU memory (warned once)')
     with torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available()):

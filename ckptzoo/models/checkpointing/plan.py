@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch.nn as nn
 
+from ...utils.model_wrapper import unwrap_model
 from .functional import check_mode, checkpoint
 from .observers import _observers, observed
 from .segments import ChainStep, inside_segment, run_chain
@@ -279,7 +280,7 @@ def resolve_segments(segments: Sequence[Sequence[str]], units: Mapping[str, Chec
 def reentrant_units(model: nn.Module) -> List[str]:
     """Names of the units of ``model`` that checkpoint with the reentrant implementation
     (a segment uses its first unit's)."""
-    owner = getattr(model, 'module', model)  # a DDP wrapper
+    owner = unwrap_model(model)
     if not isinstance(owner, CheckpointOwnerMixin):
         return []
     firsts = {first for first, _ in owner.checkpoint_segments()}

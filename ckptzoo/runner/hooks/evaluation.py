@@ -10,6 +10,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
 from ...registry import HOOKS, check_keys
+from ..test import multi_gpu_test, single_gpu_test
 from ..work_dir import in_directory
 from .checkpoint import check_local_file_client, out_dir_for
 from .hook import Hook
@@ -80,7 +81,7 @@ class EvalHook(Hook):
         rule (str | None): 'greater' or 'less'; None infers it from the key ('mAP', 'AP', 'acc',
             'top', ... are greater, 'loss' is less).
         test_fn (callable | None): ``test_fn(model, dataloader) -> results``; default
-            :func:`ckptzoo.apis.single_gpu_test`.
+            :func:`ckptzoo.runner.test.single_gpu_test`.
         greater_keys, less_keys (str | list[str] | None): replace the keys used to infer the rule.
         out_dir (str | None): where the best checkpoint goes; default the work_dir, another
             directory gets the work_dir's basename appended as mmcv.
@@ -126,7 +127,6 @@ class EvalHook(Hook):
         self.initial_flag = True
 
         if test_fn is None:
-            from ...apis.test import single_gpu_test
             test_fn = single_gpu_test
         self.test_fn = test_fn
 
@@ -299,7 +299,7 @@ class DistEvalHook(EvalHook):
         broadcast_bn_buffer (bool): copy rank 0's BatchNorm running statistics to the other
             ranks before testing (DDP does not synchronise them).
         tmpdir, gpu_collect: passed to ``test_fn`` (mmcv's signature; the default
-            :func:`ckptzoo.apis.multi_gpu_test` gathers with ``all_gather_object``).
+            :func:`ckptzoo.runner.test.multi_gpu_test` gathers with ``all_gather_object``).
         Others as :class:`EvalHook`; ``test_fn`` defaults to ``multi_gpu_test``.
     """
 
@@ -308,7 +308,6 @@ class DistEvalHook(EvalHook):
                  broadcast_bn_buffer=True, tmpdir=None, gpu_collect=False, out_dir=None,
                  file_client_args=None, **eval_kwargs):
         if test_fn is None:
-            from ...apis.test import multi_gpu_test
             test_fn = multi_gpu_test
         super().__init__(dataloader, start=start, interval=interval, by_epoch=by_epoch,
                          save_best=save_best, rule=rule, test_fn=test_fn,

@@ -1,19 +1,16 @@
-"""Run a model over a test data loader and collect its per-sample results (mmdet 2.x apis)."""
+"""Run a model over a test data loader and collect its per-sample results (mmcv 1.x's
+``mmcv.engine.test``, with mmdet 2.x's drawing): the runner's evaluation hooks run it during
+training, ``tools/test.py`` (through :mod:`ckptzoo.apis`) after it."""
 import os.path as osp
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..runner.utils import get_model_device, move_to_device
+from .dist_utils import get_dist_info
+from .utils import get_model_device, move_to_device, unwrap_model
 
 __all__ = ['single_gpu_test', 'multi_gpu_test', 'collect_results', 'show_batch_results']
-
-
-def _dist_info():
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 def _progress_bar(total, rank):
@@ -86,7 +83,7 @@ def _original_image(img, meta):
 def show_batch_results(model, data, results, show=False, out_dir=None, score_thr=0.3):
     """Draw ``results`` (one per image of the batch ``data``) with ``model.show_result`` on
     the original images, written to ``out_dir/<ori_filename>`` (mmdet's layout)."""
-    inner = getattr(model, 'module', model)
+    inner = unwrap_model(model)
     imgs, metas = data['img'], data['img_metas']
     if isinstance(imgs, (list, tuple)):  # test-time augmentation: the first one
         imgs, metas = imgs[0], metas[0]
@@ -105,7 +102,7 @@ def show_batch_results(model, data, results, show=False, out_dir=None, score_thr
 def collect_results(result_part, size):
     """All ranks' results in dataset order (rank-interleaved, as DistributedSampler deals them
     out), trimmed to ``size`` to drop the samples the sampler repeated to pad the last round."""
-    rank, world_size = _dist_info()
+    rank, world_size = get_dist_info()
     if world_size == 1:
         return list(result_part)[:size]
     parts = [None] * world_size
@@ -126,7 +123,7 @@ def multi_gpu_test(model, data_loader, tmpdir=None, gpu_collect=False):
     written. With the NCCL backend, ``torch.cuda.set_device`` must have been called (as the
     launcher does).
     """
-    rank, world_size = _dist_info()
+    rank, world_size = get_dist_info()
     size = len(data_loader.dataset)
     results = _run(model, data_loader, size, rank, world_size)
     return collect_results(results, size)

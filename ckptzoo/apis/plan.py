@@ -1,0 +1,339 @@
+"""Plan a training run under ``memory_budget``: probe, solve, validate with one measured step,
+and when no checkpoint plan fits, search fp16 / gradient accumulation / a smaller batch.
+
+The library (:mod:`ckptzoo.memory`) measures and solves; this module runs it on a training
+run that :func:`ckptzoo.apis.build_training` assembled. The probe and the validation make real
+optimizer steps; :class:`ProbeSession` restores the weights, optimizer state, RNG states and
+``runner.meta`` afterwards, so a planned run trains exactly as the same plan set by hand. Under
+DDP every rank steps in the probe (each step all-reduces its log variables) and all follow rank
+0's measurements and plan.
+
+The route of a budget: :func:`resolve_auto_with_cp` (where the model is built) turns
+``with_cp='auto'`` into a request for a plan; :func:`plan_training` parses ``memory_budget``
+once, reuses ``work_dir/memory_plan.json`` on a resume or calls :func:`plan_memory`, sets the
+plan's options in the config and its modes on the model; :func:`run_for_plan` gives the run to
+train (assembled again when the options changed).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import os.path as osp
+import random
+import warnings
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import torch
+import torch.nn as nn
+from mmengine.config import Config
+
+from ..memory import (CostTable, InfeasibleBudget, apply_plan, choose_plan, format_bytes,
+                      parse_budget, plan_modes, plan_segments)
+from ..memory.plan_file import (PLAN_FILE, PlanResult, plan_changes, read_plan_file,
+                                write_plan_file)
+from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
+from ..memory.report import plan_table
+from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch, worst_case_shape
+from ..runner.dist_utils import get_dist_info
+from ..utils.model_wrapper import unwrap_model
+from .options import TrainingOptions
+
+if TYPE_CHECKING:
+    from .train import TrainingRun
+
+__all__ = ['resolve_auto_with_cp', 'planning_requested', 'ProbeSession', 'from_rank0',
+           'outer_options', 'plan_checkpoints', 'plan_memory', 'plan_training', 'run_for_plan']
+
+_T = TypeVar('_T')
+
+
+def resolve_auto_with_cp(cfg: Config) -> list[str]:
+    """Replace every ``with_cp='auto'`` in ``cfg.model`` by False (the plan, not the flag, sets
+    the modes) and return where they were (``['model.backbone.with_cp', ...]``). An ``'auto'``
+    needs ``memory_budget``: without one it is an error, before anything is built."""
+    autos = []
+
+    def scan(node, path):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == 'with_cp' and value == 'auto':
+                    node[key] = False
+                    autos.append(f'{path}.with_cp')
+                else:
+                    scan(value, f'{path}.{key}')
+    scan(cfg.model, 'model')
+    if autos and cfg.get('memory_budget') is None:
+        raise ValueError(f"{autos[0]}='auto' needs a memory budget: set memory_budget = "
+                         "'6GB' (bytes, a size with B/KB/MB/GB/KiB/MiB/GiB, or a fraction "
+                         "of the GPU such as 0.9) at the top level of the config, or pass "
+                         "--cfg-options memory_budget=6GB")
+    return autos
+
+
+def planning_requested(cfg: Config) -> int | None:
+    """The budget in bytes when the config asks for a plan (``memory_budget``, which
+    ``with_cp='auto'`` needs: see :func:`resolve_auto_with_cp`), else None."""
+    resolve_auto_with_cp(cfg)
+    budget = cfg.get('memory_budget')
+    return None if budget is None else parse_budget(budget)
+
+
+def from_rank0(obj: _T) -> _T:
+    """Rank 0's ``obj`` on every rank (``obj`` itself outside DDP): under DDP every rank
+    probes in step, and all follow rank 0's measurements."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()) or \
+            torch.distributed.get_world_size() == 1:
+        return obj
+    box = [obj]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+class ProbeSession:
+    """Training steps outside the training loop, which leave no trace: ``with
+    ProbeSession(run) as session:`` sets up the optimizer hook (``before_run``) and makes the
+    plain module (not its DDP wrapper) ``runner.model``, so that a probe step does not
+    all-reduce gradients; on exit the wrapper, weights, buffers, optimizer state, RNG states
+    and ``runner.meta`` are as they were. The steps run the module alone: on CPU the exact
+    tracker then does not see DDP's gradient buckets, which :meth:`cost_table` and
+    :meth:`measure_step` add (CUDA's allocator counts them anyway)."""
+
+    def __init__(self, run: TrainingRun):
+        self.run = run
+        self.wrapper = run.runner.model
+        self.model: nn.Module = unwrap_model(self.wrapper)
+        #: bytes of DDP's gradient buckets (0 unwrapped); ``unseen``: those the steps miss
+        self.buckets = ddp_bucket_bytes(self.wrapper)
+        self.unseen = 0
+
+    def __enter__(self) -> ProbeSession:
+        runner = self.run.runner
+        self._state = copy.deepcopy(self.model.state_dict())
+        self._opt_state = copy.deepcopy(runner.optimizer.state_dict())
+        self._rng = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+                     torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+        self._meta = copy.deepcopy(runner.meta)
+        runner.model = self.model
+        self.unseen = 0 if on_cuda(self.run) else self.buckets
+        optimizer_hook(runner).before_run(runner)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        runner = self.run.runner
+        runner.model = self.wrapper
+        self.model.load_state_dict(self._state)
+        runner.optimizer.load_state_dict(self._opt_state)
+        runner.optimizer.zero_grad(set_to_none=True)
+        for p in self.model.parameters():
+            p.grad = None
+        random.setstate(self._rng[0])
+        np.random.set_state(self._rng[1])
+        torch.set_rng_state(self._rng[2])
+        if self._rng[3] is not None:
+            torch.cuda.set_rng_state_all(self._rng[3])
+        runner.meta = self._meta
+
+    def cost_table(self, batch: dict[str, Any]) -> CostTable:
+        """The probe's table on ``batch`` (rank 0's under DDP), over the modes worth probing
+        on this device, DDP's buckets included."""
+        table = CostTable.from_dict(from_rank0(
+            probe(self.run, batch, modes=probe_modes(self.run)).to_dict()))
+        if self.unseen:
+            table.add_resident('ddp_buckets', self.unseen)
+        elif self.buckets:
+            table.fixed['ddp_buckets'] = self.buckets
+        return table
+
+    def measure_step(self, batch: dict[str, Any]) -> tuple[int, float]:
+        """``(peak bytes, seconds)`` of one step with the plan in force (rank 0's under DDP),
+        DDP's buckets included."""
+        measured, seconds = from_rank0(measure_step(self.run, batch))
+        return measured + self.unseen, seconds
+
+
+def outer_options(cfg: Config, cuda: bool) -> list[dict[str, Any]]:
+    """The settings the outer search tries, in order, when no checkpoint plan fits:
+    ``{'fp16', 'cumulative_iters', 'samples_per_gpu'}`` with ``samples_per_gpu`` divided by
+    2, 4, ... (while it divides) and ``cumulative_iters`` multiplied by as much (mmcv
+    semantics: the lr is unchanged, one optimizer update per ``cumulative_iters``
+    iterations); on CUDA each with ``fp16`` first (autocast halves the activations), on CPU
+    without (float16 autocast on a CPU is many times slower than float32)."""
+    base = TrainingOptions.from_cfg(cfg)
+    out, k = [], 1
+    while k <= base.samples_per_gpu and base.samples_per_gpu % k == 0:
+        for fp16 in ([True, False] if cuda and not base.fp16 else [base.fp16]):
+            options = TrainingOptions(fp16=fp16, cumulative_iters=base.cumulative_iters * k,
+                                      samples_per_gpu=base.samples_per_gpu // k)
+            if options != base:
+                out.append(options.as_dict())
+        k *= 2
+    return out
+
+
+def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2,
+                     logger: logging.Logger | None = None, segments: bool = True) -> PlanResult:
+    """Probe, solve for ``budget`` bytes and validate with one measured step, for the options
+    ``run`` trains with; re-plan with a margin raised by the observed error while the measured
+    peak is over the budget, at most ``max_replans`` times. The plan is left on the model.
+    Raises :class:`~ckptzoo.memory.InfeasibleBudget` when no plan is predicted to fit."""
+    with ProbeSession(run) as session:
+        batch = probe_batch(run, worst_case_shape(cfg))
+        table = session.cost_table(batch)
+        margin, replans = 0.0, 0
+        while True:
+            solution = choose_plan(table, int(budget * (1 - margin)), segments)
+            apply_plan(session.model, table, solution.plan)
+            measured, seconds = session.measure_step(batch)
+            if measured <= budget or replans >= max_replans:
+                break
+            error = (measured - solution.peak) / max(solution.peak, 1)
+            margin += max(error, 1e-3)
+            replans += 1
+            if logger is not None:
+                logger.warning(f'memory plan: measured peak {format_bytes(measured)} is over '
+                               f'the budget {format_bytes(budget)} (predicted '
+                               f'{format_bytes(solution.peak)}); re-planning with a margin of '
+                               f'{margin:.1%}')
+        plan = plan_modes(table, solution.plan)
+    apply_plan(session.model, table, solution.plan)
+    options = run.options
+    return PlanResult(budget, solution.peak, measured, plan, plan_segments(table, solution.plan),
+                      options.fp16, options.cumulative_iters, options.samples_per_gpu,
+                      solution.time, seconds, margin, replans, table)
+
+
+def _fp16_flags(model):
+    return [(m, m.__dict__.get('fp16_enabled'), m.__dict__.get('fp16_dtype'))
+            for m in model.modules() if 'fp16_enabled' in m.__dict__]
+
+
+def _batch_too_small(exc):
+    """torch refusing a batch too small for BatchNorm / InstanceNorm in training."""
+    return str(exc).startswith(('Expected more than 1 value per channel when training',
+                                'Expected more than 1 spatial element when training'))
+
+
+def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2,
+                logger: logging.Logger | None = None, segments: bool = True) -> PlanResult:
+    """The fastest plan for ``budget`` bytes (:func:`plan_checkpoints`). When no checkpoint
+    plan fits, the outer search (:func:`outer_options`) re-probes the run assembled again with
+    fp16 (CUDA) and with ``samples_per_gpu`` divided under gradient accumulation, and takes the
+    first that fits. The plan is left on the model; the result's options are those to train
+    with (``configured``: those of ``cfg``). Raises
+    :class:`~ckptzoo.memory.InfeasibleBudget` with the smallest budget that fits and what
+    reaches it when nothing does.
+
+    ``segments``: allow segments over the model's chains (``checkpoint_chains()``); False
+    keeps to one checkpoint per unit."""
+    cuda = on_cuda(run)
+    flags = _fp16_flags(unwrap_model(run.runner.model))
+    configured = TrainingOptions.from_cfg(cfg).as_dict()
+    tried = []
+    notes = [] if cuda else ['fp16 is not available on a CPU (float16 autocast there is far '
+                             'slower than float32, and it is not searched)']
+    for options in [None] + outer_options(cfg, cuda):
+        trial = run if options is None else run.with_options(
+            cfg, TrainingOptions.from_dict(options))
+        try:
+            result = plan_checkpoints(trial, cfg, budget, max_replans, logger, segments)
+        except (InfeasibleBudget, ValueError) as exc:
+            for m, enabled, dtype in flags:  # an fp16 trial switched them on
+                m.fp16_enabled = enabled
+                if dtype is not None or 'fp16_dtype' in m.__dict__:
+                    m.fp16_dtype = dtype
+            if not isinstance(exc, InfeasibleBudget):
+                if options is None or not _batch_too_small(exc):
+                    raise
+                # every later option has this batch or a smaller one
+                notes.insert(0, f'samples_per_gpu={options["samples_per_gpu"]} and below '
+                             f'cannot train this model ({exc}: normalisation in training '
+                             'needs more than one value per channel), so the search stopped '
+                             f'at samples_per_gpu={tried[-1][3]["samples_per_gpu"]}')
+                break
+            tried.append((exc.minimum.peak, len(tried), exc.minimum, trial.options.as_dict()))
+            if logger is not None:
+                logger.info(f'memory plan: nothing fits with {trial.options.as_dict()} '
+                            f'(smallest predicted peak {format_bytes(exc.minimum.peak)})')
+            continue
+        result.configured = configured
+        if options is not None and logger is not None:
+            logger.warning(f'memory plan: no checkpoint plan fits {format_bytes(budget)} as '
+                           f'configured; training with {options} (the lr as configured; '
+                           'max_iters of an IterBasedRunner counts iterations of the smaller '
+                           'batch)')
+        return result
+    _, _, minimum, options = min(tried, key=lambda t: t[:2])
+    raise InfeasibleBudget(budget, minimum, options=options if len(tried) > 1 else None,
+                           notes=notes)
+
+
+def _saved_plan(path, budget, configured, logger):
+    """The plan in ``path`` when it was made for this budget and these options, else None
+    (saying what changed)."""
+    saved = read_plan_file(path)
+    changes = plan_changes(saved, budget, configured)
+    if changes:
+        (logger.warning if logger is not None else warnings.warn)(
+            f'memory plan: {path} was made for ' + ', '.join(
+                f'{name}={old}' for name, old, _ in changes) + '; the config now gives ' +
+            ', '.join(f'{name}={new}' for name, _, new in changes) + ': planning again '
+            '(the resumed run trains with the new plan)')
+        return None
+    if logger is not None:
+        logger.info(f'memory plan: reusing {path}')
+    return PlanResult.from_json(saved)
+
+
+def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None = None,
+                  resume: bool = False) -> PlanResult | None:
+    """Plan a training run before it starts, when the config asks for it (see
+    :func:`planning_requested`; None when it does not). The plan is saved to
+    ``work_dir/memory_plan.json`` and a resume reuses it, unless the budget or the options as
+    configured (``samples_per_gpu``, ``cumulative_iters``, ``fp16``) changed: then it says so
+    and plans again; a file that is no plan is refused (:mod:`ckptzoo.memory.plan_file`).
+    Under DDP rank 0's plan is every rank's. The plan's options (fp16, gradient accumulation, a
+    smaller ``samples_per_gpu``) are set in ``cfg`` and its modes and segments on the model;
+    the run to train is :func:`run_for_plan`'s."""
+    budget = planning_requested(cfg)
+    if budget is None:
+        return None
+    rank, world = get_dist_info()
+    path = osp.join(cfg.work_dir, PLAN_FILE)
+    result = None
+    if resume and osp.exists(path):
+        result = _saved_plan(path, budget, TrainingOptions.from_cfg(cfg).as_dict(), logger)
+    if result is None:  # every rank steps in the probe; all solve rank 0's table
+        result = plan_memory(run, cfg, budget, logger=logger)
+    if world > 1:
+        shared = PlanResult.from_json(from_rank0(result.to_json()))
+        if rank != 0:  # rank 0's keeps its cost table
+            result = shared
+    TrainingOptions.from_dict(result.options).apply_to(cfg)
+    _set_plan(run, result)
+    if rank == 0:
+        write_plan_file(path, result)
+        if logger is not None:
+            logger.info('memory plan:\n' + plan_table(result))
+    return result
+
+
+def _set_plan(run, result):
+    module = unwrap_model(run.runner.model)
+    module.set_checkpoint_plan(result.plan)
+    module.set_checkpoint_segments(result.segments or [])
+
+
+def run_for_plan(run: TrainingRun, cfg: Config, result: PlanResult | None) -> TrainingRun:
+    """The run that trains ``result`` (of :func:`plan_training` on ``run`` and ``cfg``):
+    ``run`` itself, or, when the plan needs other options than ``run`` was assembled with,
+    ``run``'s model and datasets assembled again with them (the lr as it is), the plan set on
+    the model after the assembly (which applies the config's own ``checkpoint_plan``)."""
+    if result is None:
+        return run
+    options = TrainingOptions.from_dict(result.options)
+    if options == run.options:
+        return run
+    run = run.with_options(cfg, options)
+    _set_plan(run, result)
+    return run
