@@ -21,6 +21,7 @@ from functools import partial
 
 import numpy as np
 import torch
+import torch.distributed as torch_dist
 import torch.nn.functional as F
 from mmengine.dist import get_dist_info
 from torch.utils.data import DataLoader, Sampler
