@@ -69,21 +69,36 @@ def _restore(previous):
         signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-def _in_forked_child():
+def _before_fork():
+    # A signal reaching the child before its fork hook has run would be caught by the inherited
+    # handler and then dropped by Python's own after-fork reset: block both until the reset.
+    _fork.mask = signal.pthread_sigmask(signal.SIG_BLOCK, PREEMPTION_SIGNALS) \
+        if _installed else None
+
+
+def _after_fork_in_parent():
+    if _fork.mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _fork.mask)
+
+
+def _after_fork_in_child():
     """Handlers and shields belong to the process that set them up, not to its children."""
     global _shielded_pid
-    if threading.current_thread() is not threading.main_thread():
-        return  # signals can't be set here: the handler's own PID check still applies
-    while _installed:
-        _restore(_installed.pop()._previous)  # innermost first: the outermost's last
-    if _shielded_pid is not None:
-        _shielded_pid = None
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    if threading.current_thread() is threading.main_thread():  # else signals can't be set
+        while _installed:
+            _restore(_installed.pop()._previous)  # innermost first: the outermost's last
+        if _shielded_pid is not None:
+            _shielded_pid = None
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    if getattr(_fork, 'mask', None) is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _fork.mask)  # what waited acts now
 
 
-if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_in_forked_child)
+_fork = threading.local()  # the forking thread's signal mask while it forks
+if hasattr(os, 'register_at_fork') and hasattr(signal, 'pthread_sigmask'):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def grace_from_env():
@@ -175,9 +190,9 @@ class PreemptionFlag:
         name = signal.Signals(signum).name
         if first:
             self._since = time.monotonic()
-            _say(f'{name} received: stopping after this iteration with a resumable checkpoint'
-                 + (f' (at once on a second SIGTERM or in {self.grace:g} s)'
-                    if self.grace != float('inf') else ''))
+            limit = f' or in {self.grace:g} s' if self.grace != float('inf') else ''
+            _say(f'{name} received: stopping after this iteration with a resumable checkpoint '
+                 f'(at once on a second {name}{limit})')
             if self.grace != float('inf'):
                 self._thread(self._grace_timer)
             return
