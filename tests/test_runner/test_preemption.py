@@ -34,25 +34,28 @@ def _runner(work_dir, *hooks, max_iters=1, ckpt=False):
     return runner
 
 
-def _reap(pid, timeout):
-    """The wait status of ``pid``; kills it and fails when it still runs after ``timeout`` s."""
+def _reap(pid, timeout, group=False):
+    """The wait status of ``pid``; kills it (with its process ``group``) and fails when it
+    still runs after ``timeout`` s."""
     for _ in range(int(timeout / 0.02)):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return status
         time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
+    (os.killpg if group else os.kill)(pid, signal.SIGKILL)  # a hung pool's workers too
     os.waitpid(pid, 0)
     raise AssertionError(f'process {pid} still ran after {timeout} s: it hung')
 
 
 def _forked(fn, out, timeout=120):
-    """``fn()`` in a forked child whose stdout and stderr (the descriptors: signal handlers
-    write there) go to ``out``; its exit code (0 when ``fn`` returned)."""
+    """``fn()`` in a forked child (a process group of its own) whose stdout and stderr (the
+    descriptors: signal handlers write there) go to ``out``; its exit code (0: ``fn``
+    returned)."""
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
+            os.setpgid(0, 0)
             fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
@@ -63,7 +66,7 @@ def _forked(fn, out, timeout=120):
             traceback.print_exc()
         finally:
             os._exit(code)
-    return os.waitstatus_to_exitcode(_reap(pid, timeout))
+    return os.waitstatus_to_exitcode(_reap(pid, timeout, group=True))
 
 
 def test_fork_pools_under_the_runners_handler_never_hang(tmp_path):
@@ -81,7 +84,7 @@ def test_fork_pools_under_the_runners_handler_never_hang(tmp_path):
         _runner(tmp_path, (ForkPools(), 'NORMAL')).run(
             [DataLoader(ToyDataset(2), batch_size=1)], [('train', 1)])
 
-    code = _forked(run, tmp_path / 'out.txt', timeout=180)
+    code = _forked(run, tmp_path / "out.txt", timeout=120)
     out = (tmp_path / 'out.txt').read_text()
     assert code == 0 and '50 pools closed' in out, out[-3000:]
     assert 'received' not in out  # no worker took a pool's SIGTERM for a preemption
