@@ -196,7 +196,7 @@ class BaseRunner:
     def _latest_checkpoint(self):
         """What ``latest.pth`` points to (``--auto-resume`` continues from it), or None."""
         out_dir = self._checkpoint_dir()
-        latest = os.path.join(out_dir, 'latest.pth') if out_dir else None
+        latest = osp.join(out_dir, 'latest.pth') if out_dir else None
         return osp.realpath(latest) if latest and osp.isfile(latest) else None
 
     def gather_for_save(self):

@@ -24,8 +24,11 @@ SIGINT interrupts at once (``KeyboardInterrupt``).
 
 The handlers belong to the process that installed them: a child forked while they are
 installed (a ``multiprocessing.Pool`` worker, ``os.fork``) starts with the handlers the process
-had before (SIGTERM's default ends it, as ``Pool.terminate()`` expects), and a handler that
-still runs in a child forked past the fork hooks (C code) gives the signal its default action.
+had before (SIGTERM's default ends it, as ``Pool.terminate()`` expects); both signals stay
+blocked across the fork until the child has them, so one sent right after the fork is not lost
+(Python drops a signal its inherited handler caught before the child's fork hooks ran). A
+handler that still runs in a child forked past the fork hooks (C code) gives the signal its
+default action. Programs started with exec get the default handlers anyway.
 
 Distributed: the ranks agree every iteration (an all-reduce of the flag), so a signal to any
 one rank stops all of them at the same iteration; rank 0 writes, the others wait at a barrier.
@@ -36,7 +39,8 @@ whole process group, and torch's workers die on such a signal, which would end t
 the evaluation hooks' loaders) the workers ignore SIGINT and every SIGTERM but their parent's
 (the loader's own shutdown), as torch's handler does for the parent. Forked workers start with
 both signals blocked, so one that arrives before the worker has shielded itself waits for the
-shield; a process forked by a worker gets the default handlers back.
+shield; a process forked by a worker gets the default handlers back (one a worker starts with
+``subprocess``, exec without a fork hook, inherits SIGINT ignored and SIGTERM blocked).
 """
 import contextlib
 import multiprocessing
@@ -185,8 +189,8 @@ class PreemptionFlag:
             return
         first = not self.signum
         self.signum = self.signum or signum
-        if not self._active or self._stopping:
-            return
+        if not self._active or self._stopping or getattr(frame, 'f_code', None) is _EXIT_CODE:
+            return  # the run is over, or ending (a raise in __exit__ would skip its cleanup)
         name = signal.Signals(signum).name
         if first:
             self._since = time.monotonic()
@@ -259,10 +263,10 @@ class PreemptionFlag:
         self._pid = os.getpid()
         if threading.current_thread() is threading.main_thread():  # else signals can't be set
             self._main = threading.get_ident()
+            self._active = True
+            _installed.append(self)
             for signum in PREEMPTION_SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
-            _installed.append(self)
-            self._active = True
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -288,6 +292,9 @@ class PreemptionFlag:
         flag = torch.tensor([self.signum], dtype=torch.int32, device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return int(flag.item())
+
+
+_EXIT_CODE = PreemptionFlag.__exit__.__code__
 
 
 class _ShieldedWorkerInit:
