@@ -152,7 +152,9 @@ def eval_map(det_results, annotations, scale_ranges=None, iou_thr=0.5, dataset=N
         logger: where the per-class table goes (mmengine ``print_log``: None prints,
             ``'silent'`` prints nothing, a ``logging.Logger`` logs).
         nproc: worker processes for the per-image matching; 1 (or few images) runs in-process,
-            since starting a pool costs more than it saves on small sets.
+            since starting a pool costs more than it saves on small sets. The pool is closed
+            and joined when done (mmdet 2.x only closes it, and its garbage collection then
+            sends SIGTERM to workers still running); it is terminated only on an error.
         use_legacy_coordinate: +1 in widths/heights (VOC devkit's pixel-inclusive boxes).
         eval_mode: ``'area'`` or ``'11points'``; None picks from ``dataset`` as above (so
             ``dataset`` can carry the class names while ``eval_mode='11points'``).
@@ -209,9 +211,13 @@ def eval_map(det_results, annotations, scale_ranges=None, iou_thr=0.5, dataset=N
             eval_results.append(dict(num_gts=num_gts, num_dets=dets.shape[0], recall=recalls,
                                      precision=precisions,
                                      ap=average_precision(recalls, precisions, mode)))
-    finally:
-        if pool is not None:
+        if pool is not None:  # the workers take their stop sentinels and exit
             pool.close()
+            pool.join()
+    except BaseException:
+        if pool is not None:  # an error or a stop: end the workers (SIGTERM)
+            pool.terminate()
+        raise
     if scale_ranges is not None:
         all_ap = np.vstack([r['ap'] for r in eval_results])
         all_gts = np.vstack([r['num_gts'] for r in eval_results])

@@ -11,7 +11,8 @@ Two fixes over mmcv, both about resuming exactly:
   the ``before_save_checkpoint`` / ``after_load_checkpoint`` stages (as in mmengine): gradient
   accumulation stores the gradients of a window not yet stepped.
 
-Faults: SIGTERM / SIGINT stop the run between iterations with a resumable checkpoint
+Faults: SIGTERM / SIGINT stop the run between iterations with a resumable checkpoint, or at
+once on a second signal or after a grace period, never in the middle of a save
 (:mod:`.preemption`); the runner remembers the newest checkpoint with finite weights
 (:mod:`.finite`).
 """
@@ -106,7 +107,8 @@ class BaseRunner:
         self._resume_inner_iter = 0  # batches of the current epoch already trained (resume)
         self._in_train_iter = False  # between train_step and the iteration counter's increment
         self._last_finite_ckpt = None
-        self._preemption = PreemptionFlag()
+        self._preemption = PreemptionFlag(last_checkpoint=self._latest_checkpoint,
+                                          logger=logger)
         self.data_loader = None
         self.outputs = {}
         self.log_buffer = LogBuffer()
@@ -199,6 +201,12 @@ class BaseRunner:
         shield_workers(list(data_loaders) + [getattr(h, 'dataloader', None)
                                              for h in self._hooks])
         return self._preemption
+
+    def _latest_checkpoint(self):
+        """What ``latest.pth`` points to (``--auto-resume`` continues from it), or None."""
+        out_dir = self._checkpoint_dir()
+        latest = osp.join(out_dir, 'latest.pth') if out_dir else None
+        return osp.realpath(latest) if latest and osp.isfile(latest) else None
 
     def gather_for_save(self):
         """Collective, on every rank right before a checkpoint that rank 0 writes: hooks with a
@@ -391,24 +399,25 @@ class BaseRunner:
             else:
                 checkpoint['optimizer'] = self.optimizer.state_dict()
         self.call_hook('before_save_checkpoint', checkpoint)  # may refuse non-finite weights
-        previous = self._last_finite_ckpt
-        if meta['finite_weights']:
-            self._set_last_finite(filepath, meta)  # recorded in the checkpoint itself
-        try:
-            save_checkpoint(checkpoint, filepath)
-        except BaseException:
-            self._set_last_finite(previous, meta)
-            raise
-        if create_symlink:
-            latest = osp.join(out_dir, 'latest.pth')
-            tmp_link = osp.join(out_dir, f'.latest.{os.getpid()}.tmp')
+        with self._preemption.saving():  # a stop at once waits for the complete save
+            previous = self._last_finite_ckpt
+            if meta['finite_weights']:
+                self._set_last_finite(filepath, meta)  # recorded in the checkpoint itself
             try:
-                if osp.lexists(tmp_link):
-                    os.remove(tmp_link)
-                os.symlink(filename, tmp_link)
-                os.replace(tmp_link, latest)
-            except OSError:  # no symlinks (some file systems): a copy, written atomically
-                save_checkpoint(checkpoint, latest)
+                save_checkpoint(checkpoint, filepath)
+            except BaseException:
+                self._set_last_finite(previous, meta)
+                raise
+            if create_symlink:
+                latest = osp.join(out_dir, 'latest.pth')
+                tmp_link = osp.join(out_dir, f'.latest.{os.getpid()}.tmp')
+                try:
+                    if osp.lexists(tmp_link):
+                        os.remove(tmp_link)
+                    os.symlink(filename, tmp_link)
+                    os.replace(tmp_link, latest)
+                except OSError:  # no symlinks (some file systems): a copy, written atomically
+                    save_checkpoint(checkpoint, latest)
         return filepath
 
     def _rng_states(self, iters):

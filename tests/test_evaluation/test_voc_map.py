@@ -143,3 +143,47 @@ def test_bad_inputs():
         eval_map(dets, anns[:1], logger='silent')
     with pytest.raises(ValueError, match='eval_mode'):
         eval_map(dets, anns, eval_mode='bad', logger='silent')
+
+
+class _RecordingPool:
+    """A Pool that maps in-process and records how it was ended."""
+
+    def __init__(self, calls, fail):
+        self.calls, self.fail = calls, fail
+
+    def map(self, fn, args):
+        if self.fail:
+            raise KeyboardInterrupt
+        return [fn(a) for a in args]
+
+    def close(self):
+        self.calls.append('close')
+
+    def join(self):
+        self.calls.append('join')
+
+    def terminate(self):
+        self.calls.append('terminate')
+
+
+@pytest.mark.parametrize('fail', [False, True])
+def test_the_pool_is_closed_and_joined_terminated_only_on_error(monkeypatch, fail):
+    """terminate() ends the workers with SIGTERM: only on an error (or a stop). mmdet 2.x only
+    closes the pool, and its garbage collection then terminates the workers still running."""
+    from ckptzoo.evaluation import voc_map
+    calls = []
+
+    class Context:
+        def Pool(self, nproc):
+            return _RecordingPool(calls, fail)
+
+    monkeypatch.setattr(voc_map, 'get_context', lambda method: Context())
+    dets, anns = _mixed_case()
+    if fail:
+        with pytest.raises(KeyboardInterrupt):
+            eval_map(dets * 50, anns * 50, logger='silent', nproc=2)
+        assert calls == ['terminate']
+    else:
+        mean_ap, _ = eval_map(dets * 50, anns * 50, logger='silent', nproc=2)  # 100 images
+        assert calls == ['close', 'join']
+        assert mean_ap == eval_map(dets * 50, anns * 50, logger='silent', nproc=1)[0]

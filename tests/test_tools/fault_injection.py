@@ -3,7 +3,10 @@
 ``FaultHook`` (a custom hook in the config) reads ``CKPTZOO_FAULT=SIGNAL:POINT:N[:RANK]``:
 it sends itself ``SIGNAL`` (``TERM`` or ``KILL``) on rank ``RANK`` (default 0) at ``POINT``;
 ``TERMPG`` sends SIGTERM to its whole process group (DataLoader workers included) from another
-process, as torchrun and Ctrl-C do (the run then starts in a process group of its own):
+process, as torchrun and Ctrl-C do (the run then starts in a process group of its own);
+``HANG`` blocks for good at ``POINT`` (a wait that a signal handler's exception interrupts, as
+a ``Pool.join`` that never returns) and ``WEDGE`` also swallows every exception there (only
+``os._exit`` ends it); both first print ``stuck in the evaluation``:
 
 * ``iter:N`` right after iteration N (1-based; hooks of that iteration have run);
 * ``eval:N`` inside the evaluation that follows iteration N, before the model runs on the data;
@@ -20,6 +23,7 @@ import os
 import os.path as osp
 import signal
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -58,10 +62,14 @@ class FaultHook(Hook):
         if rank != int(os.environ.get('RANK', 0)):
             return
         self.group = parts[0] == 'TERMPG'
-        self.signal = signal.SIGTERM if self.group else getattr(signal, 'SIG' + parts[0])
+        self.stuck = parts[0] if parts[0] in ('HANG', 'WEDGE') else None
+        self.signal = (signal.SIGTERM if self.group or self.stuck
+                       else getattr(signal, 'SIG' + parts[0]))
         self.point, self.at = parts[1], int(parts[2])
 
     def _fire(self):
+        if self.stuck:
+            self._get_stuck()
         if not self.group:
             os.kill(os.getpid(), self.signal)
             return
@@ -70,6 +78,15 @@ class FaultHook(Hook):
             os.killpg(group, self.signal)
             os._exit(0)
         os.waitpid(pid, 0)
+
+    def _get_stuck(self):
+        print(f'stuck in the evaluation after iteration {self.at}', flush=True)
+        while True:
+            try:
+                threading.Event().wait()
+            except BaseException:
+                if self.stuck != 'WEDGE':
+                    raise
 
     def before_run(self, runner):
         self.runner = runner
@@ -123,6 +140,8 @@ def _show_warning(msg):
 
 def _child(argv, log_path, env):
     sys.stdout = sys.stderr = open(log_path, 'a', buffering=1)
+    os.dup2(sys.stdout.fileno(), 1)  # what is written to the descriptors too (signal handlers)
+    os.dup2(sys.stdout.fileno(), 2)
     warnings._showwarnmsg_impl = _show_warning  # pytest's recorder is inherited: print instead
     warnings.simplefilter('default')
     os.environ.update(env)

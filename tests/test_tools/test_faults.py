@@ -14,9 +14,12 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
+
+from ckptzoo.runner.preemption import PreemptionFlag
 
 from .fault_injection import ROOT, start_train, wait
 
@@ -244,3 +247,52 @@ def test_torchrun_sigterm_to_rank_1_stops_both_ranks(tmp_path, references):
     assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     assert 'resumed epoch 1, iter 7' in logs[0]
     _assert_identical(_load(work / 'latest.pth'), references('ddp'))
+
+
+def _poll_log(log, text, proc, timeout=120):
+    """Wait until ``text`` is in the log (the run reached that point); fail on a hang."""
+    for _ in range(int(timeout / 0.05)):
+        if osp.exists(log) and text in open(log).read():
+            return
+        if not proc.is_alive():
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f'{text!r} never appeared in the log:\n' + open(log).read()[-3000:])
+
+
+@pytest.mark.parametrize('how', ['second', 'grace', 'wedge'])
+def test_sigterm_while_stuck_in_evaluation_stops_with_the_last_checkpoint(tmp_path, how,
+                                                                         references):
+    """The evaluation after iteration 10 never returns (a join that hangs). A second SIGTERM,
+    or the grace period (1 s here), stops the run at once with exit status 143; the last
+    complete checkpoint (epoch_2.pth, saved before the evaluation) is intact and the run
+    continues from it. ``wedge`` also swallows the exception: the process exits 5 s later."""
+    cfg, work, log = _config(tmp_path, 'epoch'), tmp_path / 'work', tmp_path / 'log.txt'
+    fault = 'WEDGE:eval:10' if how == 'wedge' else 'HANG:eval:10'
+    grace = 'inf' if how == 'second' else '1'  # 'second': only the second signal can stop it
+    proc = start_train([cfg, '--work-dir', str(work)], log, CKPTZOO_FAULT=fault,
+                       CKPTZOO_PREEMPTION_GRACE=grace)
+    _poll_log(log, 'stuck in the evaluation after iteration 10', proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    if how == 'second':
+        _poll_log(log, 'SIGTERM received', proc)
+        time.sleep(PreemptionFlag.repeat_s + 0.2)  # not the same signal delivered twice
+        os.kill(proc.pid, signal.SIGTERM)
+    code, = wait([proc], timeout=60)
+    out = open(log).read()
+    assert code == 143, out[-3000:]
+    reason = ('second SIGTERM' if how == 'second' else 'SIGTERM not honoured within 1 s')
+    assert f'{reason}: stopping now; the last complete checkpoint is {work}/epoch_2.pth' in out
+    if how == 'wedge':
+        assert 'the run did not end within 5 s of stopping: exiting with status 143' in out
+    else:
+        assert (f'training preempted by SIGTERM ({reason}): stopped at once, nothing new '
+                f'saved; the last complete checkpoint is {work}/epoch_2.pth') in out
+    assert osp.realpath(work / 'latest.pth') == str(work / 'epoch_2.pth')
+    assert _load(work / 'epoch_2.pth')['meta']['iter'] == 10
+    assert not glob.glob(str(work / '.tmp_*')) and not glob.glob(str(work / 'preempted_*'))
+    if how == 'second':  # nothing lost: the continued run ends as the uninterrupted one
+        code, out = _train(cfg, work, tmp_path / 'final.txt', '--auto-resume')
+        assert code == 0 and 'resumed epoch 2, iter 10' in out, out[-3000:]
+        _assert_identical(_load(work / 'latest.pth'), references('epoch'))
