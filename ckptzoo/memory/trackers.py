@@ -6,6 +6,8 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..utils.nested import iter_tensors
+
 __all__ = ['SavedTensorCounter', 'saved_tensor_bytes', 'LiveTensorTracker', 'peak_live_bytes']
 
 
@@ -157,23 +159,20 @@ class LiveTensorTracker(TorchDispatchMode):
         return result
 
 
+def _held(obj):
+    """What a module or an optimizer holds in memory: parameters, buffers and gradients; the
+    optimizer's state."""
+    if isinstance(obj, torch.nn.Module):
+        tensors = list(itertools.chain(obj.parameters(), obj.buffers()))
+        return tensors + [t.grad for t in tensors if t.grad is not None]
+    if isinstance(obj, torch.optim.Optimizer):
+        return list(obj.state.values())
+    return None
+
+
 def _tensors_in(obj):
     """Tensors in (nested) tensors, modules, optimizers, dicts, lists and tuples."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, torch.nn.Module):
-        for t in itertools.chain(obj.parameters(), obj.buffers()):
-            yield t
-            if t.grad is not None:
-                yield t.grad
-    elif isinstance(obj, torch.optim.Optimizer):
-        yield from _tensors_in(list(obj.state.values()))
-    elif isinstance(obj, dict):
-        for value in obj.values():
-            yield from _tensors_in(value)
-    elif isinstance(obj, (list, tuple)):
-        for value in obj:
-            yield from _tensors_in(value)
+    return iter_tensors(obj, expand=_held)
 
 
 def peak_live_bytes(fn, *args, existing=(), **kwargs):

@@ -29,11 +29,11 @@ import torch.distributed as dist
 from mmengine.dist import get_dist_info
 
 from ..registry import HOOKS, build_hook
+from ..version import __version__
 from .checkpoint import (get_state_dict, load_checkpoint, load_file, model_state_dict,
-                         save_checkpoint, weights_to_cpu)
-from .checkpoint_match import (CheckpointMismatch, apply_hyperparameters, describe_changes,
-                               hyperparameter_changes, load_state_dict, match_state_dict,
-                               optimizer_hparams, optimizer_mismatch)
+                         point_latest, save_checkpoint, weights_to_cpu)
+from .checkpoint_match import (apply_hyperparameters, check_resumable, describe_changes,
+                               hyperparameter_changes, load_state_dict, optimizer_hparams)
 from .finite import nonfinite_tensors
 from .hooks import Hook
 from .log_buffer import LogBuffer
@@ -382,7 +382,7 @@ class BaseRunner:
         if self.meta is not None:
             meta.update(self.meta)
         meta.update(epoch=epochs, iter=iters, inner_iter=inner,
-                    time=time.asctime(), ckptzoo_version=_version())
+                    time=time.asctime(), ckptzoo_version=__version__)
         if self._optimizer_hparams is not None:
             meta['optimizer_hparams'] = self._optimizer_hparams
         meta['rng_state'] = self._rng_states(iters)
@@ -409,15 +409,7 @@ class BaseRunner:
                 self._set_last_finite(previous, meta)
                 raise
             if create_symlink:
-                latest = osp.join(out_dir, 'latest.pth')
-                tmp_link = osp.join(out_dir, f'.latest.{os.getpid()}.tmp')
-                try:
-                    if osp.lexists(tmp_link):
-                        os.remove(tmp_link)
-                    os.symlink(filename, tmp_link)
-                    os.replace(tmp_link, latest)
-                except OSError:  # no symlinks (some file systems): a copy, written atomically
-                    save_checkpoint(checkpoint, latest)
+                point_latest(out_dir, filename, checkpoint)
         return filepath
 
     def _rng_states(self, iters):
@@ -466,23 +458,15 @@ class BaseRunner:
         if not isinstance(ckpt_meta, dict) or 'iter' not in ckpt_meta:
             raise KeyError(f'{checkpoint} has no meta with epoch/iter: not a training checkpoint '
                            '(use load_from to start from its weights)')
-        state_dict = model_state_dict(ckpt, checkpoint)
         module = unwrap_model(self.model)
-        problems = match_state_dict(module, state_dict, checkpoint,
-                                    self._restored_by_hooks).problems()
+        state_dict = model_state_dict(ckpt, checkpoint)
         optim_state = ckpt.get('optimizer') if resume_optimizer else None
         stored = ckpt_meta.get('optimizer_hparams')
-        if optim_state is not None and self.optimizer is not None:
-            problems += optimizer_mismatch(self.optimizer, optim_state, checkpoint, stored,
-                                           state_shapes=not problems)
-        elif resume_optimizer and self.optimizer is not None:
+        check_resumable(module, self.optimizer, state_dict, optim_state, stored, checkpoint,
+                        self._restored_by_hooks)
+        if resume_optimizer and self.optimizer is not None and optim_state is None:
             self.logger.warning(f'{checkpoint} has no optimizer state: the optimizer starts '
                                 'afresh (momentum buffers at zero)')
-        if problems:
-            raise CheckpointMismatch(
-                f'cannot resume from {checkpoint}: it does not fit this run (a resume needs '
-                'the same model and optimizer): ' + '; '.join(problems) + '. To start from its '
-                'weights instead, use load_from (--load-from)')
         load_state_dict(module, state_dict, checkpoint, strict=True,
                         restored_elsewhere=self._restored_by_hooks)
         self._epoch = ckpt_meta.get('epoch', 0)
@@ -511,8 +495,3 @@ class BaseRunner:
                           self.logger)
         self.logger.info('resumed epoch %d, iter %d', self._epoch, self._iter)
         return ckpt
-
-
-def _version():
-    from ..version import __version__
-    return __version__

@@ -211,6 +211,21 @@ _FULL = (errno.ENOSPC, errno.EDQUOT)
 _WRITER_ERRORS = ('inline_container', 'PytorchStreamWriter')
 
 
+def point_latest(out_dir, filename, checkpoint):
+    """Point ``out_dir/latest.pth`` at ``filename`` (a file in ``out_dir``) atomically: a
+    symlink renamed over the old one, or, where the file system has no symlinks, a copy of
+    ``checkpoint`` written as every checkpoint is."""
+    latest = osp.join(out_dir, 'latest.pth')
+    tmp_link = osp.join(out_dir, f'.latest.{os.getpid()}.tmp')
+    try:
+        if osp.lexists(tmp_link):
+            os.remove(tmp_link)
+        os.symlink(filename, tmp_link)
+        os.replace(tmp_link, latest)
+    except OSError:
+        save_checkpoint(checkpoint, latest)
+
+
 def _full_disk_errno(exc, tmp, dirname, checkpoint):
     """ENOSPC / EDQUOT when ``exc`` means the disk (or quota) is full, else None.
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ['CheckpointMismatch', 'StateMatch', 'match_state_dict', 'load_state_dict',
+           'check_resumable',
            'optimizer_hparams', 'optimizer_mismatch', 'hyperparameter_changes',
            'apply_hyperparameters', 'describe_changes']
 
@@ -128,6 +129,22 @@ def load_state_dict(module, state_dict, filename, strict=False, complete=False, 
 
 
 # -- optimizers -----------------------------------------------------------------------------
+def check_resumable(module, optimizer, state_dict, optim_state, stored, filename,
+                    restored_elsewhere=None):
+    """Raise :class:`CheckpointMismatch` unless a resume from ``filename`` fits exactly: the
+    model's keys and shapes, and (when the checkpoint has an optimizer state) the optimizer's
+    type, param groups and state shapes. ``stored``: the checkpoint's ``optimizer_hparams``."""
+    problems = match_state_dict(module, state_dict, filename, restored_elsewhere).problems()
+    if optim_state is not None and optimizer is not None:
+        problems += optimizer_mismatch(optimizer, optim_state, filename, stored,
+                                       state_shapes=not problems)
+    if problems:
+        raise CheckpointMismatch(
+            f'cannot resume from {filename}: it does not fit this run (a resume needs the same '
+            'model and optimizer): ' + '; '.join(problems) + '. To start from its weights '
+            'instead, use load_from (--load-from)')
+
+
 def _plain(value):
     if isinstance(value, (list, tuple)):
         return all(_plain(v) for v in value)
