@@ -18,6 +18,8 @@ already used, so an override only has an effect where ckptzoo reads it. Any ``--
 key whose top level is not a known key fails: a new one is a typo (with the close matches),
 one that names a variable of the file changes nothing (the message says so).
 """
+from __future__ import annotations
+
 import difflib
 import inspect
 import os.path as osp
@@ -54,7 +56,7 @@ AUTO_SCALE_LR_KEYS = ('enable', 'base_batch_size')
 # ------------------------------------------------------------------------------------------
 # loading
 # ------------------------------------------------------------------------------------------
-def load_config(filename, cfg_options=None):
+def load_config(filename: str, cfg_options: dict | None = None) -> Config:
     """``Config.fromfile(filename)`` merged with ``cfg_options`` (``--cfg-options``).
 
     A missing file, a missing ``_base_`` file, a syntax error or an exception in any of them
@@ -132,7 +134,7 @@ def _check_cli_keys(cfg, cfg_options):
 # ------------------------------------------------------------------------------------------
 # checking
 # ------------------------------------------------------------------------------------------
-def check_config(cfg, distributed=False, validate=True):
+def check_config(cfg: Config, distributed: bool = False, validate: bool = True) -> None:
     """Check every key ckptzoo reads, and the values that would fail only later (batch and
     worker counts, schedule steps, hook arguments, evaluation metric), without building the
     model or the data: the one check of a training run's config (``tools/train.py`` calls

@@ -94,7 +94,7 @@ def auto_scale_lr(cfg: Config, world_size: int,
     return cfg.optimizer.lr
 
 
-def resolve_device(cfg):
+def resolve_device(cfg: Config) -> str:
     """The device ``cfg.device`` names (validated), or ``'cuda'`` when available, else
     ``'cpu'``."""
     device = cfg.get('device')

@@ -6,7 +6,10 @@ A benchmark compares steps of different loops (ckptzoo's runner, a peer's plain 
 exact peak of live tensor storage (:class:`~ckptzoo.memory.trackers.LiveTensorTracker`) during
 one probe step after them, whose counters would only slow the timed steps.
 """
+from __future__ import annotations
+
 import time
+from typing import Any
 
 import torch
 
@@ -27,7 +30,7 @@ class StepMeter:
     forward keeps, whoever keeps it) and ``max_allocated`` / ``max_reserved`` (CUDA).
     """
 
-    def __init__(self, device, warmup, iters, k=1):
+    def __init__(self, device: str | torch.device, warmup: int, iters: int, k: int = 1):
         self.cuda = str(device).startswith('cuda')
         self.warmup, self.iters, self.k = warmup, iters, k
         self.total_iters = (warmup + iters + 1) * k
@@ -47,7 +50,7 @@ class StepMeter:
         if self.cuda:
             torch.cuda.synchronize()
 
-    def before_iter(self, i, state):
+    def before_iter(self, i: int, state: Any) -> None:
         """Iteration ``i`` starts; ``state`` holds what exists before it (model, optimizer,
         batch): the baseline of the probe's live-tensor count."""
         phase = self._phase(i)
@@ -64,7 +67,8 @@ class StepMeter:
         self._sync()
         self._t0 = time.perf_counter()
 
-    def after_forward(self, i):
+    def after_forward(self, i: int) -> None:
+        """Iteration ``i``'s forward ended: what it holds for backward."""
         if self._tracker is not None:
             self.held = self._tracker.live_bytes - self._tracker.baseline_bytes
         if self._saved_counter is not None:
@@ -72,7 +76,9 @@ class StepMeter:
             self.saved = max(self.saved, self._saved_counter.bytes)
             self._saved_counter = None
 
-    def after_iter(self, i):
+    def after_iter(self, i: int) -> None:
+        """Iteration ``i`` (backward and optimizer step included) ended: its time, and the
+        probe's peak."""
         self._sync()
         elapsed = time.perf_counter() - self._t0
         phase = self._phase(i)
@@ -89,7 +95,7 @@ class StepMeter:
             self.peak_live = max(self.peak_live, self._tracker.peak_bytes)
             self._tracker = None
 
-    def attach(self, runner):
+    def attach(self, runner: Any) -> None:
         """Read ``runner``'s training iterations: a hook before every other hook (its
         ``after_train_iter``, before the optimizer hook's backward, ends the forward) and one
         after every other (after the backward and the optimizer step)."""
@@ -111,7 +117,9 @@ class StepMeter:
         runner.register_hook(StepStart(), 'HIGHEST')
         runner.register_hook(StepEnd(), 'LOWEST')
 
-    def result(self):
+    def result(self) -> dict[str, Any]:
+        """Step times of the timed iterations and the probe's memory figures (bytes; None
+        where the device does not measure them)."""
         return dict(times=self.times, peak_live=self.peak_live if not self.cuda else None,
                     saved=self.saved, held=self.held, max_allocated=self.max_allocated,
                     max_reserved=self.max_reserved)

@@ -33,7 +33,9 @@ class Run(Protocol):
 # ------------------------------------------------------------------------------------------
 # the input
 # ------------------------------------------------------------------------------------------
-def train_pipeline(cfg):
+def train_pipeline(cfg: Any) -> list[dict]:
+    """The transforms of the config's training set (``data.train``, or the dataset that a
+    ``RepeatDataset`` and friends wrap; else ``train_pipeline``); ``[]`` when it has none."""
     train = cfg.data.train
     while 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
         train = train.dataset

@@ -1,7 +1,10 @@
 """Deterministic memory counts (bytes, not timings) for tests and benchmarks."""
+from __future__ import annotations
+
 import itertools
 import threading
 import weakref
+from typing import Any, Callable, Iterable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -20,7 +23,7 @@ class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
     ``include_params=False`` leaves them out.
     """
 
-    def __init__(self, include_params=True):
+    def __init__(self, include_params: bool = True):
         self.storages = {}
         self.include_params = include_params
         super().__init__(self._pack, lambda t: t)
@@ -32,11 +35,13 @@ class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
         return t
 
     @property
-    def bytes(self):
+    def bytes(self) -> int:
+        """Bytes of the distinct storages saved so far."""
         return sum(self.storages.values())
 
 
-def saved_tensor_bytes(fn, *args, include_params=True, **kwargs):
+def saved_tensor_bytes(fn: Callable[..., Any], *args: Any, include_params: bool = True,
+                       **kwargs: Any) -> tuple[int, Any]:
     """``(bytes saved for backward by fn(*args, **kwargs), its output)``."""
     counter = SavedTensorCounter(include_params)
     with counter:
@@ -82,7 +87,7 @@ class LiveTensorTracker(TorchDispatchMode):
         self.peak_bytes = 0
         self.baseline_bytes = 0
 
-    def track(self, *objs):
+    def track(self, *objs: Any) -> int:
         """Count the storages of pre-existing tensors: tensors, modules (parameters, buffers and
         their gradients), optimizers (state) and nested dicts / lists / tuples of them.
         Returns the bytes now live."""
@@ -91,10 +96,11 @@ class LiveTensorTracker(TorchDispatchMode):
         self.baseline_bytes = self.live_bytes
         return self.live_bytes
 
-    def reset_peak(self):
+    def reset_peak(self) -> None:
+        """Start a new peak from the bytes live now."""
         self.peak_bytes = self.live_bytes
 
-    def live_bytes_by_tag(self):
+    def live_bytes_by_tag(self) -> dict[Any, int]:
         """``{tag: live bytes}`` of the storages alive now, by the ``tracker.tag`` in force
         when each was first seen (how the memory planner attributes memory to units)."""
         with self._lock:
@@ -104,7 +110,7 @@ class LiveTensorTracker(TorchDispatchMode):
                 out[tag] = out.get(tag, 0) + nbytes
             return out
 
-    def live_bytes_of(self, keys, tag=None):
+    def live_bytes_of(self, keys: Iterable[int], tag: Any = None) -> int:
         """Live bytes of the storages ``keys`` (``untyped_storage()._cdata``) first seen under
         ``tag``."""
         with self._lock:
@@ -175,7 +181,8 @@ def _tensors_in(obj):
     return iter_tensors(obj, expand=_held)
 
 
-def peak_live_bytes(fn, *args, existing=(), **kwargs):
+def peak_live_bytes(fn: Callable[..., Any], *args: Any, existing: Any = (),
+                    **kwargs: Any) -> tuple[int, Any]:
     """``(peak bytes of live tensor storages while running fn(*args, **kwargs), its output)``;
     ``existing`` (tensors, modules, optimizers, ...) and the arguments are counted from the
     start (see :class:`LiveTensorTracker`)."""
