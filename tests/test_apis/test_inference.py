@@ -1,6 +1,5 @@
 """init_detector / inference_detector / show_result and tools/test.py --show-dir on a small
 RetinaNet (configs/retinanet_cp.py on a few generated images)."""
-import importlib.util
 import os
 import os.path as osp
 
@@ -13,6 +12,7 @@ from mmengine.config import Config
 from ckptzoo.apis import inference_detector, init_detector, single_gpu_test
 from ckptzoo.datasets import build_dataloader, build_dataset
 from ckptzoo.registry import build_detector
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'retinanet_cp.py')
@@ -96,11 +96,7 @@ def test_show_result(setup, tmp_path):
 
 
 def _test_tool():
-    spec = importlib.util.spec_from_file_location('ckptzoo_test_tool',
-                                                  osp.join(ROOT, 'tools', 'test.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('test.py')
 
 
 def test_show_dir(setup, tmp_path):

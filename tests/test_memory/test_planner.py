@@ -1,5 +1,4 @@
 """The probe and the planner on a tiny classifier: predictions against measured steps."""
-import importlib.util
 import json
 import logging
 import os
@@ -17,6 +16,7 @@ from ckptzoo.memory import (Group, InfeasibleBudget, apply_plan, plan_modes, pla
                             predict_peak, solve, uniform_plan)
 from ckptzoo.memory.solver import chen_sqrt_plan, minimum_peak
 from ckptzoo.memory.probe import measure_step, probe, probe_batch, worst_case_shape
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -156,10 +156,7 @@ def test_tools_plan_memory_and_train(tmp_path, probed, capsys):
     Config(dict(TINY, memory_budget=f'{budget}B',
                 checkpoint_config=dict(interval=2, by_epoch=False))).dump(str(cfg_path))
     out = tmp_path / 'plan.json'
-    spec = importlib.util.spec_from_file_location('plan_memory_tool',
-                                                  osp.join(ROOT, 'tools', 'plan_memory.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool('plan_memory.py')
     assert tool.main([str(cfg_path), '--out', str(out), '--work-dir', str(tmp_path)]) == 0
     stdout = capsys.readouterr().out
     assert 'selective MiB' in stdout and 'measured peak' in stdout

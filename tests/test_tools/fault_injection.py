@@ -33,6 +33,7 @@ from ckptzoo.registry import DATASETS, HOOKS
 from ckptzoo.runner.hooks import EvalHook, Hook
 
 from tests.test_runner.toy import ToyDataset
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TRAIN = osp.join(ROOT, 'tools', 'train.py')
@@ -150,11 +151,7 @@ def _child(argv, log_path, env):
     torch.set_num_threads(1)
     from mmengine.logging import MMLogger
     MMLogger._instance_dict.clear()  # a fresh logger (and log file) for this run
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('ckptzoo_tools_train', TRAIN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main(argv)
+    load_tool('train.py').main(argv)
 
 
 def start_train(argv, log_path, **env):

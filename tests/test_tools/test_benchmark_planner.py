@@ -1,23 +1,19 @@
 """tools/benchmark_planner.py measures in the planner's own probe session: a tiny model's
 table is made, and the run is left as it was built (weights, optimizer state, RNG)."""
 import argparse
-import importlib.util
 import os.path as osp
 
 import torch
 from mmengine.config import Config
 
 from tests.test_memory.test_planner import TINY
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location(
-        'benchmark_planner_tool', osp.join(ROOT, 'tools', 'benchmark_planner.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load_tool('benchmark_planner.py')
 
 
 def test_bench_leaves_the_run_as_it_was_built(monkeypatch):

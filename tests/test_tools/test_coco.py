@@ -16,6 +16,7 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 from ckptzoo.datasets import generate_coco
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 _SPEC = importlib.util.find_spec('mmdet')  # the package folder; mmdet is never imported
@@ -55,11 +56,7 @@ def _metrics(text):
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location('ckptzoo_tools_test',
-                                                  osp.join(ROOT, 'tools', 'test.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load_tool('test.py')
 
 
 def test_mmdet_coco_config_trains_tests_and_matches_cocoeval(tmp_path, monkeypatch, capsys):

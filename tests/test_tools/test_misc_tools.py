@@ -1,5 +1,4 @@
 """tools/misc/browse_dataset.py and tools/misc/print_config.py, in-process."""
-import importlib.util
 import os.path as osp
 import xml.etree.ElementTree as ET
 
@@ -8,17 +7,14 @@ import numpy as np
 import pytest
 
 from ckptzoo.visualization import get_palette
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'retinanet_cp.py')
 
 
 def _tool(name):
-    spec = importlib.util.spec_from_file_location(f'ckptzoo_{name}',
-                                                  osp.join(ROOT, 'tools', 'misc', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool(f'misc/{name}.py')
 
 
 def test_browse_dataset_draws_the_ground_truth(tmp_path):

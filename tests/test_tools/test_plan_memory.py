@@ -1,21 +1,17 @@
 """tools/plan_memory.py refuses what it cannot use before the probe steps: an --out it cannot
 write, a budget that is not a whole number of bytes."""
-import importlib.util
 import os
 import os.path as osp
 
 import pytest
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py')
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location('plan_memory_tool',
-                                                  osp.join(ROOT, 'tools', 'plan_memory.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load_tool('plan_memory.py')
 
 
 @pytest.mark.parametrize('where', ['no folder', 'a directory', 'read-only', 'sweep'])

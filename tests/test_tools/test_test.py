@@ -1,6 +1,5 @@
 """tools/test.py with a checkpoint of another model: refused, naming the keys (mmdet loaded it
 non-strictly and reported the accuracy of a random head)."""
-import importlib.util
 import os.path as osp
 import re
 
@@ -9,17 +8,14 @@ import torch
 from mmengine.config import Config
 
 from ckptzoo.registry import build_model
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py')
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location('ckptzoo_test_tool',
-                                                  osp.join(ROOT, 'tools', 'test.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('test.py')
 
 
 @pytest.fixture(scope='module')

@@ -1,5 +1,4 @@
 """tools/train.py end to end: smoke config, exact resume in a fresh process, cfg-options."""
-import importlib.util
 import os
 import os.path as osp
 import re
@@ -8,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TRAIN = osp.join(ROOT, 'tools', 'train.py')
@@ -104,10 +104,7 @@ def test_smoke_config_end_to_end(tmp_path):
 
 
 def _load_train_module():
-    spec = importlib.util.spec_from_file_location('ckptzoo_tools_train', TRAIN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('train.py')
 
 
 def test_cfg_options_override_nested_keys_and_lists():

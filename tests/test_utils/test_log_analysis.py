@@ -1,6 +1,5 @@
 """Log analysis (plot_curve, cal_train_time) on JSON logs shaped as TextLoggerHook writes them,
 and tools/analysis_tools/analyze_logs.py on top of it."""
-import importlib.util
 import json
 import os.path as osp
 
@@ -10,6 +9,7 @@ import pytest
 from PIL import Image
 
 from ckptzoo.utils.log_analysis import cal_train_time, load_json_logs, plot_curve
+from tests.tool_loader import load_tool
 
 matplotlib.use('Agg')
 
@@ -83,11 +83,7 @@ def test_unknown_key_lists_the_keys_present(two_logs):
 
 
 def _tool():
-    path = osp.join(ROOT, 'tools', 'analysis_tools', 'analyze_logs.py')
-    spec = importlib.util.spec_from_file_location('analyze_logs', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('analysis_tools/analyze_logs.py')
 
 
 def test_command_line(two_logs, tmp_path, capsys):
