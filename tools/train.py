@@ -15,7 +15,7 @@ from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
                           prepare_synthetic_data, set_random_seed, train_model)
 from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget  # noqa: E402
-from ckptzoo.runner import init_dist  # noqa: E402
+from ckptzoo.runner import TrainingPreempted, init_dist  # noqa: E402
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.work_dir import check_work_dir  # noqa: E402
@@ -149,7 +149,12 @@ def main(argv=None):
     except CheckpointMismatch as exc:  # checked before loading: nothing was trained
         logger.error(str(exc))
         sys.exit(f'error: {exc}; training did not start')
-    if distributed:
+    except TrainingPreempted as exc:  # every rank stopped at the same iteration
+        if distributed and not exc.stopped_now:
+            torch.distributed.destroy_process_group()
+        raise
+    if distributed:  # every rank done with its collectives before any tears gloo down
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
 
 
