@@ -1,7 +1,7 @@
 """What does a config need, and what is the fastest way to fit a budget?
 
     python tools/plan_memory.py CONFIG [--budget 6GB] [--sweep] [--cfg-options k=v ...]
-                                [--out plan.json] [--work-dir DIR]
+                                [--out plan.json] [--report report.html] [--work-dir DIR]
 
 Prints, per checkpoint unit, the bytes kept for backward and the recompute cost of each mode
 (one probe step per mode at the worst-case input shape), then the plan chosen for the budget
@@ -9,7 +9,10 @@ Prints, per checkpoint unit, the bytes kept for backward and the recompute cost 
 ``--out`` writes the plan as JSON (``model.set_checkpoint_plan()`` takes its ``plan`` as it
 is); ``--sweep`` draws the predicted memory / time of the planner at 20 budgets against
 all-off, every unit checkpointed, every combination of per-stage ``with_cp`` and Chen's
-sqrt(n) (``--out``'s name with ``.png``, or ``plan_sweep.png``).
+sqrt(n) (``--out``'s name with ``.png``, or ``plan_sweep.png``). ``--report`` writes the
+memory report, one HTML page that opens from disk: the step's memory over time (plain and the
+plan, recorded in the planner's own steps), per unit the bytes kept and the recompute of each
+mode, the fixed memory, and with ``--sweep`` the memory / time curve.
 """
 import argparse
 import logging
@@ -24,11 +27,11 @@ from mmengine.config import Config, DictAction  # noqa: E402
 
 from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # noqa: E402
                           prepare_synthetic_data, set_random_seed)
-from ckptzoo.memory import (InfeasibleBudget, choose_plan, format_bytes,  # noqa: E402
-                            minimum_peak, predict_peak, predict_time, uniform_plan,
-                            write_plan_file)
-from ckptzoo.memory.baselines import baseline_plans  # noqa: E402
+from ckptzoo.memory import InfeasibleBudget, format_bytes, write_plan_file  # noqa: E402
+from ckptzoo.memory.baselines import memory_time_sweep  # noqa: E402
+from ckptzoo.memory.html_report import write_memory_report  # noqa: E402
 from ckptzoo.memory.report import cost_report, plan_table  # noqa: E402
+from ckptzoo.memory.timeline import record_timelines  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -37,12 +40,14 @@ def parse_args(argv=None):
     parser.add_argument('--budget', help="e.g. 6GB, 5800MiB, 612368384 or 0.9 of the GPU")
     parser.add_argument('--sweep', action='store_true', help='plot the memory/time curve')
     parser.add_argument('--out', help='write the plan as JSON here')
+    parser.add_argument('--report', help='write the memory report (one HTML page) here')
     parser.add_argument('--work-dir', help='(default: a temporary directory)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings as in tools/train.py')
     args = parser.parse_args(argv)
     outputs = ([('--out', args.out)] if args.out else []) + ([('--sweep', _sweep_path(args))]
-                                                              if args.sweep else [])
+                                                              if args.sweep else []) + \
+        ([('--report', args.report)] if args.report else [])
     for flag, path in outputs:  # checked now, not after the probe steps
         problem = _unwritable(path)
         if problem:
@@ -66,21 +71,15 @@ def _unwritable(path):
     return None
 
 
-def _sweep(result, path):
+def _sweep(sweep, path):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    table = result.table
-    low = minimum_peak(table).peak
-    high = predict_peak(table, uniform_plan(table, None))
-    points = []
-    for k in range(20):
-        sol = choose_plan(table, low + (high - low) * k // 19)
-        points.append((sol.peak / 2 ** 20, sol.time * 1e3))
     fig, ax = plt.subplots(figsize=(7, 5))
-    ax.plot(*zip(*sorted(points)), 'o-', color='tab:blue', label='planner')
-    for name, plan in baseline_plans(table).items():
-        x, y = predict_peak(table, plan) / 2 ** 20, predict_time(table, plan) * 1e3
+    ax.plot(*zip(*[(p / 2 ** 20, t * 1e3) for p, t in sweep.planner]), 'o-',
+            color='tab:blue', label='planner')
+    for name, (peak, seconds) in sweep.baselines.items():
+        x, y = peak / 2 ** 20, seconds * 1e3
         style = dict(marker='s', color='tab:orange') if name.startswith('stages') else \
             dict(marker='^', color='tab:red')
         ax.scatter([x], [y], label=None if name.startswith('stages ') and
@@ -111,12 +110,14 @@ def main(argv=None):
     except ValueError as exc:
         sys.exit(f'error: {exc}')
     if budget is None:
-        sys.exit('error: no budget: pass --budget 6GB or set memory_budget in the config')
+        sys.exit('error: no budget: pass --budget 6GB or set memory_budget in the config'
+                 + (' (--report draws a plan for a budget)' if args.report else ''))
     set_random_seed(cfg.get('seed') or 0)
     prepare_synthetic_data(cfg)
     run = build_training(cfg, logger=logger)
     try:
-        result = plan_memory(run, cfg, budget, logger=logger)
+        with record_timelines() as timelines:
+            result = plan_memory(run, cfg, budget, logger=logger)
     except InfeasibleBudget as exc:
         sys.exit(f'error: {exc}')
     print(cost_report(result.table))
@@ -125,10 +126,15 @@ def main(argv=None):
     if args.out:
         write_plan_file(args.out, result)
         print(f'plan written to {args.out}')
+    sweep = memory_time_sweep(result.table) if args.sweep else None
     if args.sweep:
         path = _sweep_path(args)
-        _sweep(result, path)
+        _sweep(sweep, path)
         print(f'sweep: {path} ({format_bytes(budget)} budget)')
+    if args.report:
+        write_memory_report(result, args.report, timelines, sweep,
+                            title=f'Memory plan: {osp.basename(args.config)}')
+        print(f'report: {args.report}')
     return 0
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from .cost_table import CostTable
 from .peak import Group, Plan, predict_peak, predict_time, uniform_plan
-from .solver import chen_sqrt_plan
+from .solver import chen_sqrt_plan, choose_plan, minimum_peak
 
-__all__ = ['baseline_plans', 'reference_candidates']
+__all__ = ['baseline_plans', 'reference_candidates', 'Sweep', 'memory_time_sweep']
 
 
 def baseline_plans(table: CostTable) -> dict[str, Plan]:
@@ -48,3 +49,26 @@ def reference_candidates(table: CostTable, plans: Mapping[str, Plan], budgets: I
             if key not in chosen:
                 chosen.append(key)
     return chosen
+
+
+class Sweep(NamedTuple):
+    """The predicted memory / time trade-off of a table: ``planner`` ``[(peak bytes, step
+    seconds)]`` of the planner's plan at budgets from the smallest peak to plain's, by peak;
+    ``baselines`` ``{name: (peak bytes, step seconds)}`` of :func:`baseline_plans`."""
+
+    planner: list[tuple[int, float]]
+    baselines: dict[str, tuple[int, float]]
+
+
+def memory_time_sweep(table: CostTable, points: int = 20) -> Sweep:
+    """The planner at ``points`` budgets against the plans a user could set by hand, all
+    predicted from ``table`` (what ``tools/plan_memory.py --sweep`` draws)."""
+    low = minimum_peak(table).peak
+    high = predict_peak(table, uniform_plan(table, None))
+    found = set()
+    for k in range(points):
+        sol = choose_plan(table, low + (high - low) * k // max(points - 1, 1))
+        found.add((sol.peak, sol.time))
+    baselines = {name: (predict_peak(table, plan), predict_time(table, plan))
+                 for name, plan in baseline_plans(table).items()}
+    return Sweep(sorted(found), baselines)

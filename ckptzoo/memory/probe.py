@@ -158,8 +158,10 @@ def _would_checkpoint(unit, function, args, module):
     return should_checkpoint(args, module, unit.use_reentrant)
 
 
-def _record_step(run, batch, names):
-    """One instrumented step: the recorder with its events."""
+def _record_step(run, batch, names, timeline=None):
+    """One instrumented step: the recorder with its events (and on CPU ``timeline``, a
+    :class:`~ckptzoo.memory.timeline.Timeline`, recorded from the same tracker; on CUDA it is
+    made from the recorder's events, which read the allocator as it would)."""
     cuda = on_cuda(run)
     optimizer = run.runner.optimizer
     with contextlib.ExitStack() as stack:
@@ -170,13 +172,24 @@ def _record_step(run, batch, names):
         else:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+        forward_end = recorder_end = None
+        if timeline is not None and not cuda:
+            from .timeline import recording
+            forward_end = stack.enter_context(recording(run, batch, timeline, tracker))
         recorder = _Recorder(names, cuda, tracker)
         recorder.event('begin')
         handle = optimizer.register_step_pre_hook(lambda *a: recorder.event('step'))
         stack.callback(handle.remove)
         stack.enter_context(observe(recorder))
-        train_step(run, batch, on_forward_end=recorder.forward_end)
+        if forward_end is not None:
+            def recorder_end():
+                recorder.forward_end()
+                forward_end()
+        train_step(run, batch, on_forward_end=recorder_end or recorder.forward_end)
         recorder.event('end')
+    if timeline is not None and cuda:
+        from .timeline import timeline_from_events
+        timeline_from_events(timeline, recorder.events, batch)
     return recorder
 
 
@@ -272,7 +285,8 @@ def _selective_seconds(records, order):
 
 
 def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
-          chains: list[tuple[int, int]] | None = None, derive_full: bool = True) -> CostTable:
+          chains: list[tuple[int, int]] | None = None, derive_full: bool = True,
+          timeline: Any = None) -> CostTable:
     """The :class:`CostTable` of the run's model on ``batch``, from one recorded step per mode.
 
     The plain step is recorded first; on CPU, where the tracker attributes every storage to
@@ -282,7 +296,9 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
     one warm-up step comes first. ``derive_full=False`` records ``'full'`` too (to check the
     derivation). Units are measured one by one (segments are lifted for the probe); the plan and
     segments in force are restored afterwards. ``chains`` (where segments may be formed)
-    default to the model's own (``checkpoint_chains()``)."""
+    default to the model's own (``checkpoint_chains()``). ``timeline`` (a
+    :class:`~ckptzoo.memory.timeline.Timeline`; by default a new one when
+    :func:`~ckptzoo.memory.timeline.record_timelines` is active) records the plain step."""
     model = unwrap_model(run.runner.model)
     units = model.checkpoint_units()
     order = list(units)
@@ -300,7 +316,10 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
         for mode in recorded:
             model.set_checkpoint_plan({'*': None})
             accepted = set(_set_modes(model, mode, order)) if mode is not None else set(order)
-            rec = _record_step(run, batch, names)
+            if mode is None and timeline is None:
+                from .timeline import collecting
+                timeline = collecting('plain')
+            rec = _record_step(run, batch, names, timeline if mode is None else None)
             missing = [n for n in order if ('fstart', n) not in
                        {(k, u) for k, u, *_ in rec.events}]
             if missing:

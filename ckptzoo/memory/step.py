@@ -127,9 +127,16 @@ def step_tensors(run: Run, batch: dict[str, Any]) -> tuple:
     return (runner.model, runner.optimizer, batch)
 
 
-def measure_step(run: Run, batch: dict[str, Any]) -> tuple[int, float]:
+def measure_step(run: Run, batch: dict[str, Any], timeline: Any = None) -> tuple[int, float]:
     """``(peak bytes, seconds)`` of one step with the plan in force: the exact live-tensor
-    peak on CPU, ``max_memory_allocated`` on CUDA."""
+    peak on CPU, ``max_memory_allocated`` on CUDA. ``timeline`` (a
+    :class:`~ckptzoo.memory.timeline.Timeline`; by default a new one when
+    :func:`~ckptzoo.memory.timeline.record_timelines` is active) records the step's memory
+    over time, its maximum the peak returned."""
+    from .timeline import collecting, measure_with_timeline
+    timeline = timeline if timeline is not None else collecting('measured')
+    if timeline is not None:
+        return measure_with_timeline(run, batch, timeline)
     if on_cuda(run):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()

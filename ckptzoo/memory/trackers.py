@@ -86,6 +86,10 @@ class LiveTensorTracker(TorchDispatchMode):
         self.live_bytes = 0
         self.peak_bytes = 0
         self.baseline_bytes = 0
+        #: a :class:`~ckptzoo.memory.timeline.Timeline` noting the bytes after every op, and
+        #: the largest live bytes since its last point
+        self.timeline = None
+        self.window_peak = 0
 
     def track(self, *objs: Any) -> int:
         """Count the storages of pre-existing tensors: tensors, modules (parameters, buffers and
@@ -138,6 +142,8 @@ class LiveTensorTracker(TorchDispatchMode):
                 self.live_bytes += nbytes - old
             if self.live_bytes > self.peak_bytes:
                 self.peak_bytes = self.live_bytes
+            if self.live_bytes > self.window_peak:
+                self.window_peak = self.live_bytes
 
     def _free(self, key):
         with self._lock:
@@ -152,6 +158,8 @@ class LiveTensorTracker(TorchDispatchMode):
         out = func(*args, **kwargs)
         for tensor in _tensors_in((args, kwargs, out)):
             self._add(tensor)
+        if self.timeline is not None:
+            self.timeline.op(self)
         return out
 
     def __exit__(self, *exc):

@@ -1,0 +1,263 @@
+"""The memory report: one HTML page that shows where a planned step's memory goes.
+
+It opens from disk with no network: styles, charts (inline SVG drawn by
+:mod:`~ckptzoo.memory.svg_charts`) and a few lines of script (sorting the unit table; noting
+whether the unit names overlap as the browser laid them out) are all in the file. Sections: the
+plan's numbers (budget, predicted and measured peak, the options the outer search took); the
+step's memory over time (plain, the plan, each batch-shape bucket; from
+:mod:`~ckptzoo.memory.timeline`); per unit the bytes kept and the recompute per mode and the
+mode chosen, as a chart and a sortable table; the fixed memory beside the activations; with a
+sweep, the memory / time trade-off of the planner against the plans set by hand.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+from .baselines import Sweep, memory_time_sweep
+from .budget import format_bytes
+from .cost_table import MODES
+from .peak import plan_from_modes, unit_kept, uniform_plan
+from .plan_file import PlanResult
+from .svg_charts import (fixed_chart, mode_legend, mode_name, pattern_defs, sweep_chart,
+                         timeline_chart, timeline_legend, units_chart)
+from .timeline import Timeline
+
+__all__ = ['memory_report_html', 'write_memory_report']
+
+MiB = 2 ** 20
+
+_STYLE = """
+body{font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#222;margin:0;
+ background:#fafafa}
+main{max-width:1240px;margin:0 auto;padding:10px 18px 40px}
+h1{font-size:20px;margin:6px 0 8px}h2{font-size:16px;margin:22px 0 6px;
+ border-bottom:1px solid #ddd;padding-bottom:3px}
+.cards{display:flex;flex-wrap:wrap;gap:8px}.card{background:#fff;border:1px solid #ddd;
+ border-radius:4px;padding:5px 10px}.card b{display:block;font-size:15px}
+.card small{color:#555;font-size:12px}
+.scroll{overflow-x:auto;background:#fff;border:1px solid #ddd}
+.units{display:flex;align-items:flex-start}.units>svg{flex:none;background:#fff}
+svg text{font-family:system-ui,sans-serif}.tick{font-size:11px;fill:#333}
+.axis-title{font-size:12px;fill:#222}.phase{font-size:12px;font-weight:600;fill:#444}
+.budget{font-size:12px;fill:#c00000;font-weight:600}.peak-label{font-size:12px;
+ font-weight:600;fill:#111}.small{font-size:9px;fill:#444}.legend{font-size:12px}
+text.unit-label{font:11px ui-monospace,'DejaVu Sans Mono',monospace;fill:#222}
+text.chosen{font-size:11px;font-weight:700}
+ul.legend{list-style:none;padding:0;margin:4px 0;display:flex;flex-wrap:wrap;gap:4px 18px}
+.swatch{margin-right:14px;white-space:nowrap}
+table{border-collapse:collapse;background:#fff;font-size:12px}
+th,td{border:1px solid #ddd;padding:2px 7px;text-align:right}th{background:#eef1f5;
+ cursor:pointer;position:sticky;top:0}td:nth-child(2),th:nth-child(2){text-align:left;
+ font-family:ui-monospace,monospace}th[data-dir=asc]::after{content:' \\25B2'}
+th[data-dir=desc]::after{content:' \\25BC'}.tablebox{max-height:420px;overflow:auto;
+ display:inline-block;border:1px solid #ddd}.note{color:#555}
+.row{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}
+"""
+
+_SCRIPT = """
+document.querySelectorAll('table.sortable th').forEach(function (th, col) {
+  th.addEventListener('click', function () {
+    var body = th.closest('table').tBodies[0], dir = th.dataset.dir === 'asc' ? -1 : 1;
+    th.closest('tr').querySelectorAll('th').forEach(function (h) { delete h.dataset.dir; });
+    th.dataset.dir = dir > 0 ? 'asc' : 'desc';
+    function key(row) { var c = row.cells[col], v = c.dataset.v !== undefined ? c.dataset.v
+      : c.textContent, n = parseFloat(v); return isNaN(n) ? v : n; }
+    Array.from(body.rows).sort(function (a, b) { var x = key(a), y = key(b);
+      return (typeof x === 'number' && typeof y === 'number' ? x - y
+        : String(x).localeCompare(String(y))) * dir; })
+      .forEach(function (r) { body.appendChild(r); });
+  });
+});
+(function () {  /* do the unit names overlap as laid out here? (read by tests) */
+  var r = Array.from(document.querySelectorAll('#units text.unit-label'))
+    .map(function (t) { return t.getBoundingClientRect(); }), n = 0;
+  for (var i = 1; i < r.length; i++) if (r[i - 1].right > r[i].left + 0.5) n++;
+  document.body.dataset.labelOverlaps = n;
+})();
+"""
+
+
+def _e(text: Any) -> str:
+    return escape(str(text), quote=True)
+
+
+def _card(value: str, what: str) -> str:
+    return f'<div class="card"><b>{value}</b><small>{_e(what)}</small></div>'
+
+
+def _summary(result: PlanResult) -> str:
+    budget, measured, predicted = (result.budget_bytes, result.measured_peak_bytes,
+                                   result.predicted_peak_bytes)
+    error = (measured - predicted) / predicted if predicted else 0.0
+    cards = [_card(format_bytes(budget), 'budget'),
+             _card(f'<span id="measured-peak" data-bytes="{measured}">{format_bytes(measured)}'
+                   f'</span>', f'measured peak ({measured / budget:.0%} of the budget)'
+                   if budget else 'measured peak'),
+             _card(f'<span id="predicted-peak" data-bytes="{predicted}">'
+                   f'{format_bytes(predicted)}</span>',
+                   f'predicted peak (measured {error:+.1%})')]
+    table = result.table
+    if result.predicted_step_time is not None:
+        plain = f', plain {table.step_time * 1e3:.0f} ms' if table is not None else ''
+        measured_t = (f', measured {result.measured_step_time * 1e3:.0f} ms'
+                      if result.measured_step_time is not None else '')
+        cards.append(_card(f'{result.predicted_step_time * 1e3:.0f} ms',
+                           f'predicted step{plain}{measured_t}'))
+    options = result.options
+    configured = result.configured or {}
+    changed = {k: v for k, v in configured.items() if options.get(k) != v}
+    cards.append(_card(', '.join(f'{k}={v}' for k, v in options.items()),
+                       'options (configured: ' + ', '.join(f'{k}={v}' for k, v in
+                                                           changed.items()) + ')'
+                       if changed else 'options (as configured)'))
+    modes = {}
+    for m in result.plan.values():
+        modes[mode_name(m)] = modes.get(mode_name(m), 0) + 1
+    plan_text = ', '.join(f'{v} {k}' for k, v in modes.items())
+    if result.segments:
+        plan_text += f'; {len(result.segments)} segment(s)'
+    cards.append(_card(_e(plan_text), f'{len(result.plan)} checkpoint units'))
+    if result.margin or result.replans:
+        cards.append(_card(f'{result.margin:.1%}', f'margin after {result.replans} re-plan(s)'))
+    return '<div class="cards" id="summary">' + ''.join(cards) + '</div>' + _buckets(result)
+
+
+def _buckets(result: PlanResult) -> str:
+    buckets = getattr(result, 'buckets', None)
+    if not buckets:
+        return ''
+    rows = []
+    for b in buckets:
+        measured = '' if b.measured_peak_bytes is None else format_bytes(b.measured_peak_bytes)
+        t = '' if getattr(b, 'predicted_step_time', None) is None else \
+            f'{b.predicted_step_time * 1e3:.0f}'
+        checkpointed = sum(m is not None for m in b.plan.values())
+        rows.append(f'<tr><td>{b.shape[0]}x{b.shape[1]}</td><td>'
+                    f'{format_bytes(b.predicted_peak_bytes)}</td><td>{measured}</td>'
+                    f'<td>{t}</td><td>{checkpointed}</td><td>{len(b.segments)}</td></tr>')
+    return ('<h2>Batch-shape buckets</h2><table id="buckets"><thead><tr><th>shape (HxW)</th>'
+            '<th>predicted peak</th><th>measured peak</th><th>predicted step (ms)</th>'
+            '<th>units checkpointed</th><th>segments</th></tr></thead><tbody>' +
+            ''.join(rows) + '</tbody></table>')
+
+
+def _curves(timelines: Any, result: PlanResult) -> dict[str, Timeline]:
+    if timelines is None:
+        return {}
+    if hasattr(timelines, 'curves'):
+        return timelines.curves(result)
+    return dict(timelines)
+
+
+def _timeline_section(curves: Mapping[str, Timeline], result: PlanResult) -> str:
+    head = '<h2>The step\'s memory over time</h2>'
+    if not curves:
+        return head + ('<p class="note">No timeline was recorded: record one with '
+                       '<code>ckptzoo.memory.timeline.record_timelines()</code> around the '
+                       'planning.</p>')
+    return (head + '<div class="scroll">' + timeline_chart(curves, result.budget_bytes) +
+            '</div>' + timeline_legend(curves))
+
+
+def _units_section(result: PlanResult) -> str:
+    table = result.table
+    head = '<h2>Checkpoint units (execution order)</h2>'
+    if table is None:
+        return head + ('<p class="note">No cost table: a plan read back from its file has '
+                       'none. Plan with <code>tools/plan_memory.py CONFIG --report</code>.</p>')
+    modes = [m for m in MODES if any(m in u.kept for u in table.units)]
+    axis, chart = units_chart(table, result.plan, result.segments or [])
+    return (head + f'<p>{mode_legend(modes)}</p>' + f'<div class="units">{axis}'
+            f'<div class="scroll">{chart}</div></div>' + _units_table(result, modes))
+
+
+def _units_table(result: PlanResult, modes: list) -> str:
+    table = result.table
+    buckets = getattr(result, 'buckets', None) or []
+    heads = ['#', 'unit'] + [f'{mode_name(m)} MiB' for m in modes] + \
+        [f'{mode_name(m)} ms' for m in modes if m is not None] + ['forward ms', 'chosen'] + \
+        [f'mode @{b.shape[0]}x{b.shape[1]}' for b in buckets]
+    in_segment = {}
+    names = table.names
+    for first, last in result.segments or []:
+        for n in names[names.index(first):names.index(last) + 1]:
+            in_segment[n] = f'{first}..{last}'
+    rows = []
+    for i, u in enumerate(table.units):
+        cells = [f'<td>{i}</td>', f'<td>{_e(u.name)}</td>']
+        for m in modes:
+            cells.append(f'<td data-v="{u.kept[m]}">{u.kept[m] / MiB:.2f}</td>' if m in u.kept
+                         else '<td data-v="-1">-</td>')
+        for m in modes:
+            if m is not None:
+                ms = u.extra_time(m) * 1e3
+                cells.append(f'<td data-v="{ms:.4f}">{ms:.1f}</td>' if m in u.kept
+                             else '<td data-v="-1">-</td>')
+        cells.append(f'<td>{u.fwd_time * 1e3:.1f}</td>')
+        chosen = mode_name(result.plan.get(u.name))
+        if u.name in in_segment:
+            chosen += f' (segment {in_segment[u.name]})'
+        cells.append(f'<td data-v="{_e(chosen)}">{_e(chosen)}</td>')
+        cells += [f'<td>{_e(mode_name(b.plan.get(u.name)))}</td>' for b in buckets]
+        rows.append('<tr>' + ''.join(cells) + '</tr>')
+    return ('<p class="note">Click a column to sort.</p><div class="tablebox"><table '
+            'id="unit-table" class="sortable"><thead><tr>' +
+            ''.join(f'<th>{_e(h)}</th>' for h in heads) + '</tr></thead><tbody>' +
+            ''.join(rows) + '</tbody></table></div>')
+
+
+def _fixed_section(result: PlanResult) -> str:
+    table = result.table
+    if table is None or not table.fixed:
+        return ''
+    plain = sum(unit_kept(table, uniform_plan(table, None)))
+    plan = sum(unit_kept(table, plan_from_modes(table, result.plan, result.segments or [])))
+    return ('<h2>Fixed memory beside the activations</h2><p class="note">Parameters, '
+            'gradients, optimizer state, the batch (and DDP buckets, fp16 copies) do not '
+            'depend on the plan; the activations the units keep after the forward do.</p>' +
+            fixed_chart(table.fixed, {'plain': plain, 'plan': plan}, result.budget_bytes))
+
+
+def _sweep_section(result: PlanResult, sweep: Any) -> str:
+    if not sweep or result.table is None:
+        return ''
+    if sweep is True:
+        sweep = memory_time_sweep(result.table)
+    sweep = Sweep(*sweep)
+    chosen = (result.predicted_peak_bytes, result.predicted_step_time) \
+        if result.predicted_step_time is not None else None
+    return ('<h2>Memory / time: the planner against flags set by hand</h2><p class="note">'
+            'Predicted from the probe: the planner at budgets from the smallest peak to plain\'s'
+            ', per-stage <code>with_cp</code> flags (1 = the stage checkpointed), every unit '
+            '<code>full</code> and Chen\'s sqrt(n) segments.</p><div class="scroll">' +
+            sweep_chart(sweep.planner, sweep.baselines, result.budget_bytes, chosen) + '</div>')
+
+
+def memory_report_html(result: PlanResult, timelines: Any = None, sweep: Any = None,
+                       title: str | None = None) -> str:
+    """The report page of ``result`` as a string (see :func:`write_memory_report`)."""
+    curves = _curves(timelines, result)
+    title = title or 'Memory plan'
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<title>{_e(title)}</title><meta name="viewport" content="width=device-width">'
+            f'<style>{_STYLE}</style></head><body><main>{pattern_defs()}'
+            f'<h1>{_e(title)}</h1>' + _summary(result) + _timeline_section(curves, result) +
+            _units_section(result) + _fixed_section(result) + _sweep_section(result, sweep) +
+            f'</main><script>{_SCRIPT}</script></body></html>\n')
+
+
+def write_memory_report(result: PlanResult, path: str, timelines: Any = None,
+                        sweep: Any = None, title: str | None = None) -> str:
+    """Write the report of ``result`` (with its cost ``table``) to ``path``; returns ``path``.
+
+    ``timelines``: what :func:`~ckptzoo.memory.timeline.record_timelines` collected during the
+    planning (a :class:`~ckptzoo.memory.timeline.TimelineSet`), or ``{label: Timeline}``; the
+    curve labelled ``'plan'`` is the chosen plan's, its maximum the measured peak. ``sweep``:
+    True to draw the memory / time trade-off from the table, or a
+    :class:`~ckptzoo.memory.baselines.Sweep`."""
+    html = memory_report_html(result, timelines, sweep, title)
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(html)
+    return path
