@@ -161,7 +161,7 @@ def timeline_chart(curves: Mapping[str, Timeline], budget: int, chosen: str = 'p
     ticks = nice_ticks(top_bytes / MiB)
     scale = (bottom - top) / (ticks[-1] * MiB)  # px per byte
     main = chosen if chosen in curves else next(iter(curves), None)
-    head = (f'<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+    head = (f'<svg id="timeline" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
             f'data-max-bytes="{curves[main].max_bytes if main else 0}" '
             f'data-y0="{_f(bottom)}" data-px-per-mib="{scale * MiB:.6f}" '
@@ -243,13 +243,13 @@ def units_chart(table: CostTable, chosen: Mapping[str, str | None],
     time_top = max([u.extra_time(m) for u in table.units for m in u.kept] + [0]) * 1e3 * 1.1
     kt, tt = nice_ticks(kept_top or 1), nice_ticks(time_top or 1)
     ks, ts = h1 / kt[-1], h2 / tt[-1]  # px per MiB, px per ms
-    axis = [f'<svg id="units-axis" xmlns="http://www.w3.org/2000/svg" width="78" '
+    axis = [f'<svg id="units-axis" width="78" '
             f'height="{height}">']
     axis += _y_axis(76, y1, ks, kt, 'kept after forward (MiB)')
     axis += _y_axis(76, y2, ts, tt, 'recompute (ms/step)')
     axis.append(f'<text x="74" y="{y_chosen + 4}" text-anchor="end" class="tick">chosen</text>')
     axis.append('</svg>')
-    out = [f'<svg id="units" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+    out = [f'<svg id="units" width="{width}" '
            f'height="{height}" data-units="{len(table.units)}" data-group-width="{group}" '
            f'data-label-font="{font}">']
     for v in kt:
@@ -334,7 +334,7 @@ def fixed_chart(fixed: Mapping[str, int], kept: Mapping[str, int], budget: int,
     ticks = nice_ticks(biggest / MiB)
     s = (bottom - top) / ticks[-1]  # px per MiB
     width = 78 + 60 + 200 + 90 * len(kept) + 10
-    out = [f'<svg id="fixed" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+    out = [f'<svg id="fixed" width="{width}" '
            f'height="{height}" data-fixed-bytes="{sum(fixed.values())}">']
     out += _y_axis(76, bottom, s, ticks, 'MiB', width - 86)
     y, last_label = bottom, bottom + 12
@@ -414,7 +414,7 @@ def sweep_chart(planner: Sequence[tuple[int, float]], baselines: Mapping[str, tu
 
     def Y(t):
         return bottom - (t * 1e3 - yt[0]) * ys
-    out = [f'<svg id="sweep" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+    out = [f'<svg id="sweep" width="{width}" '
            f'height="{height}" data-budget="{budget}">']
     for v in yt:
         y = bottom - (v - yt[0]) * ys

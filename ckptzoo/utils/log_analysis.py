@@ -109,8 +109,10 @@ def _series(log_dict, key, start_epoch=1):
 
 
 def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=None,
-               start_epoch=1):
+               start_epoch=1, budgets=None):
     """One figure, one axes per key, one labelled line per log file; saved to ``out`` if given.
+    The ``memory`` key (MiB, the peak of each logging interval) is drawn with the run's memory
+    budget as a horizontal line, where ``budgets`` gives one.
 
     Args:
         log_dicts (list): from :func:`load_json_logs`.
@@ -118,6 +120,8 @@ def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=Non
         legend (list[str] | None): one label per log (default: the file names).
         json_logs (list[str] | None): the file names, for labels and messages.
         start_epoch (int): plot from this epoch on.
+        budgets (list[int | None] | None): per log, its memory budget in bytes (the
+            ``budget_bytes`` of its ``memory_plan.json``), drawn on the ``memory`` axes.
     Returns:
         matplotlib.figure.Figure
     """
@@ -141,6 +145,10 @@ def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=Non
     if len(legend) != len(log_dicts):
         raise ValueError(f'--legend needs one label per log file ({len(log_dicts)}), '
                          f'got {len(legend)}: {legend}')
+    budgets = list(budgets) if budgets is not None else [None] * len(log_dicts)
+    if len(budgets) != len(log_dicts):
+        raise ValueError(f'budgets needs one entry per log file ({len(log_dicts)}), got '
+                         f'{len(budgets)}')
     for name, log_dict in zip(names, log_dicts):
         present = available_keys(log_dict)
         unknown = [k for k in keys if k not in present]
@@ -160,6 +168,16 @@ def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=Non
         ax.set_xlabel(xlabel)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(key)
+        if key == 'memory':
+            ax.set_ylabel('memory (MiB)')
+            drawn = {}
+            for label, budget in zip(legend, budgets):
+                if budget is not None:
+                    drawn.setdefault(budget, []).append(label)
+            for budget, labels in drawn.items():
+                run = '' if len(drawn) == 1 else ' (' + ', '.join(labels) + ')'
+                ax.axhline(budget / 2 ** 20, color='tab:red', linestyle='--', linewidth=1.2,
+                           label=f'budget {budget / 2 ** 20:.0f} MiB{run}')
         ax.grid(True, alpha=0.3)
         ax.legend()
     if title is not None:

@@ -2,7 +2,13 @@
 
     python tools/analysis_tools/analyze_logs.py plot_curve A.log.json [B.log.json ...] \\
         --keys loss_cls loss_bbox mAP --legend run_a run_b --out curves.png
+    python tools/analysis_tools/analyze_logs.py plot_curve A.log.json --keys memory \\
+        [--budget 6GB] --out memory.png
     python tools/analysis_tools/analyze_logs.py cal_train_time A.log.json
+
+``--keys memory`` draws the peak memory of each logging interval (MiB) with the run's memory
+budget as a horizontal line: ``--budget``, else the ``budget_bytes`` of the
+``memory_plan.json`` beside each log (a run planned under ``memory_budget`` has one).
 """
 import argparse
 import os.path as osp
@@ -10,6 +16,8 @@ import sys
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
+from ckptzoo.memory.budget import parse_budget  # noqa: E402
+from ckptzoo.memory.plan_file import PLAN_FILE, read_plan_file  # noqa: E402
 from ckptzoo.utils.log_analysis import cal_train_time, load_json_logs, plot_curve  # noqa: E402
 
 
@@ -29,6 +37,8 @@ def parse_args(argv=None):
     plot.add_argument('--backend', help='matplotlib backend')
     plot.add_argument('--style', help='matplotlib style, e.g. ggplot')
     plot.add_argument('--out', help='the image to write (default: show a window)')
+    plot.add_argument('--budget', help='the memory budget to draw on the memory curve, e.g. '
+                      '6GB (default: budget_bytes of memory_plan.json beside each log)')
     timing = sub.add_parser('cal_train_time', help='time per iteration, per epoch')
     timing.add_argument('json_logs', nargs='+', help='the .log.json files')
     timing.add_argument('--include-outliers', action='store_true',
@@ -42,6 +52,22 @@ def main(argv=None):
         run(args)
     except (FileNotFoundError, KeyError, ValueError) as e:
         sys.exit(f'analyze_logs.py {args.task}: error: {e.args[0] if e.args else e}')
+
+
+def _budgets(args):
+    """Per log, the memory budget (bytes) to draw on the ``memory`` curve, or None."""
+    if args.budget is not None:
+        if 'memory' not in args.keys:
+            raise ValueError(f'--budget is drawn on the memory curve: add memory to --keys '
+                             f'(got {" ".join(args.keys)})')
+        return [parse_budget(args.budget)] * len(args.json_logs)
+    if 'memory' not in args.keys:
+        return None
+    budgets = []
+    for log in args.json_logs:
+        plan = osp.join(osp.dirname(osp.abspath(log)), PLAN_FILE)
+        budgets.append(read_plan_file(plan)['budget_bytes'] if osp.isfile(plan) else None)
+    return budgets
 
 
 def run(args):
@@ -65,7 +91,8 @@ def run(args):
     if args.style is not None:
         plt.style.use(args.style)
     plot_curve(log_dicts, args.keys, legend=args.legend, title=args.title, out=args.out,
-               json_logs=args.json_logs, start_epoch=args.start_epoch)
+               json_logs=args.json_logs, start_epoch=args.start_epoch,
+               budgets=_budgets(args))
     if args.out is None:
         plt.show()
     else:
