@@ -14,7 +14,7 @@ from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.apis.plan import plan_memory
 from ckptzoo.memory import (CostTable, PlanResult, UnitCost, predict_peak, uniform_plan)
 from ckptzoo.memory.html_report import memory_report_html, write_memory_report
-from ckptzoo.memory.baselines import Sweep
+from ckptzoo.memory.baselines import Sweep, memory_time_sweep
 from ckptzoo.memory.step import measure_step, probe_batch, train_step, worst_case_shape
 from ckptzoo.memory.svg_charts import MAX_POINTS
 from ckptzoo.memory.timeline import PHASES, Timeline, TimelineSet, record_timelines
@@ -78,7 +78,8 @@ def test_measure_step_records_without_changing_the_peak(planned):
 
 def test_the_page(planned, tmp_path):
     _, _, result, timelines = planned
-    path = write_memory_report(result, str(tmp_path / 'report.html'), timelines, sweep=True)
+    sweep = memory_time_sweep(result.table, points=3)
+    path = write_memory_report(result, str(tmp_path / 'report.html'), timelines, sweep)
     html = open(path, encoding='utf-8').read()
     units = re.findall(r'<g class="unit" data-unit="([^"]+)"', html)
     assert units == result.table.names == list(result.plan)
@@ -90,6 +91,7 @@ def test_the_page(planned, tmp_path):
         y0 - result.budget_bytes / MiB * px, abs=0.06)
     assert re.search(r'<circle class="peak" data-label="plan" data-bytes="(\d+)"',
                      html).group(1) == str(result.measured_peak_bytes)
+    assert len(re.findall('<circle class="planner"', html)) == len(sweep.planner) <= 3
     assert 'id="sweep"' in html and 'id="fixed"' in html and 'id="unit-table"' in html
     # opens from disk: nothing from the network, no external script, style or image
     assert not re.search(r'https?://|<link|src=|@import', html)

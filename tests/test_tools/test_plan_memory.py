@@ -44,3 +44,24 @@ def test_a_budget_of_fractional_bytes_is_refused_before_the_probe(monkeypatch):
     with pytest.raises(SystemExit, match=r"error: memory_budget '2.5' is 2.5 bytes, not a whole "
                        r"number: give a unit \('2.5GB', '2.5GiB'\)"):
         tool.main([CONFIG, '--budget', '2.5'])
+
+
+@pytest.mark.parametrize('where', ['no folder', 'a directory'])
+def test_a_report_that_cannot_be_written_fails_before_the_probe(tmp_path, where, capsys):
+    if where == 'no folder':
+        report, problem = tmp_path / 'missing' / 'r.html', \
+            f'the folder {tmp_path}/missing does not exist'
+    else:
+        report, problem = tmp_path, 'it is a directory'
+    with pytest.raises(SystemExit):
+        _tool().parse_args([CONFIG, '--budget', '6GB', '--report', str(report)])
+    assert f'--report: cannot write {report}: {problem}' in capsys.readouterr().err
+
+
+def test_a_report_without_a_budget_says_what_to_pass(tmp_path, monkeypatch):
+    tool = _tool()
+    monkeypatch.setattr(tool, 'build_training', lambda *a, **k: pytest.fail('probed'))
+    with pytest.raises(SystemExit, match=r'error: no budget: pass --budget 6GB or set '
+                       r'memory_budget in the config \(--report draws a plan for a budget\)'):
+        tool.main([CONFIG, '--report', str(tmp_path / 'r.html')])
+    assert not (tmp_path / 'r.html').exists()

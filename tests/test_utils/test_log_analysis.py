@@ -95,3 +95,62 @@ def test_command_line(two_logs, tmp_path, capsys):
     assert 'average iter time: 0.3000 s/iter' in capsys.readouterr().out
     with pytest.raises(SystemExit, match='no key los; the keys present are'):
         tool.main(['plot_curve', two_logs[0], '--keys', 'los', '--out', out])
+
+
+def _memory_log(folder, memory):
+    """A run's JSON log as TextLoggerHook writes it, with the peak ``memory`` (MiB) of each
+    logging interval."""
+    folder.mkdir(exist_ok=True)
+    lines = [dict(env_info='torch', config='...', seed=0)]
+    lines += [dict(mode='train', epoch=1, iter=4 * (k + 1), lr=0.01, memory=m, loss=1.0 / (k + 1),
+                   time=0.3, data_time=0.01) for k, m in enumerate(memory)]
+    path = folder / '20240101_000000.log.json'
+    path.write_text('\n'.join(json.dumps(line) for line in lines) + '\n')
+    return str(path)
+
+
+def _budget_lines(ax):
+    return [(line.get_label(), list(line.get_ydata())) for line in ax.get_lines()
+            if line.get_label().startswith('budget')]
+
+
+def test_memory_with_the_budget_of_the_plan_beside_the_log(tmp_path, monkeypatch):
+    """``--keys memory`` draws the logged MiB and the run's budget: the ``budget_bytes`` of its
+    ``memory_plan.json``, or ``--budget``; a run without a plan has no budget line."""
+    planned = _memory_log(tmp_path / 'planned', [2900, 3010, 2950])
+    (tmp_path / 'planned' / 'memory_plan.json').write_text(json.dumps(dict(
+        budget_bytes=3 * 2 ** 30, predicted_peak_bytes=1, measured_peak_bytes=1, plan={},
+        segments=[], fp16=False, cumulative_iters=1, samples_per_gpu=2)))
+    plain = _memory_log(tmp_path / 'plain', [4100, 4200, 4150])
+    tool = _tool()
+    figures = []
+    monkeypatch.setattr(tool, 'plot_curve',
+                        lambda *a, **k: figures.append(plot_curve(*a, **k)))
+    out = tmp_path / 'memory.png'
+    tool.main(['plot_curve', planned, plain, '--keys', 'memory', '--out', str(out)])
+    with Image.open(out) as img:
+        assert img.size == (700, 320)
+    ax = figures[0].axes[0]
+    assert ax.get_ylabel() == 'memory (MiB)'
+    np.testing.assert_array_equal(ax.get_lines()[0].get_ydata(), [2900, 3010, 2950])
+    assert _budget_lines(ax) == [('budget 3072 MiB', [3072, 3072])]
+    tool.main(['plot_curve', plain, '--keys', 'memory', '--budget', '6GB', '--out', str(out)])
+    assert _budget_lines(figures[1].axes[0]) == [(f'budget {6e9 / 2 ** 20:.0f} MiB',
+                                                  [6e9 / 2 ** 20] * 2)]
+    tool.main(['plot_curve', plain, '--keys', 'memory', 'loss', '--out', str(out)])
+    assert _budget_lines(figures[2].axes[0]) == [] and figures[2].axes[1].get_ylabel() == 'loss'
+
+
+def test_memory_budget_errors(tmp_path):
+    log = _memory_log(tmp_path / 'run', [100])
+    tool = _tool()
+    out = str(tmp_path / 'm.png')
+    with pytest.raises(SystemExit, match=r'--budget is drawn on the memory curve: add memory '
+                                         r'to --keys \(got loss\)'):
+        tool.main(['plot_curve', log, '--keys', 'loss', '--budget', '6GB', '--out', out])
+    with pytest.raises(SystemExit, match=r"memory_budget must be .*, got '6 gigs'"):
+        tool.main(['plot_curve', log, '--keys', 'memory', '--budget', '6 gigs', '--out', out])
+    (tmp_path / 'run' / 'memory_plan.json').write_text('{"budget_bytes": ')
+    with pytest.raises(SystemExit, match=r'memory_plan.json is not a memory plan: it is not '
+                                         r'valid JSON'):
+        tool.main(['plot_curve', log, '--keys', 'memory', '--out', out])

@@ -1,0 +1,86 @@
+"""The memory report of a RetinaNet plan made on the CPU, opened in a real browser (headless
+Chromium): the rendered page has one bar group per checkpoint unit, the timeline's maximum is
+the plan file's measured peak, the budget line sits at the budget, the unit names do not
+overlap as laid out, and a 1280x800 screenshot shows the page."""
+import json
+import os.path as osp
+import re
+import shutil
+import subprocess
+
+import pytest
+from PIL import Image
+
+from ckptzoo.datasets import generate_voc
+from tests.tool_loader import load_tool
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+CONFIG = osp.join(ROOT, 'configs', 'voc', 'retinanet_r50_fpn_1x_voc0712.py')
+# a RetinaNet R18 small enough to plan in seconds: 8 base channels, 64 px, 2 images a batch
+TINY_R18 = ['model.backbone.depth=18', 'model.backbone.base_channels=8',
+            'model.backbone.init_cfg=None', 'model.backbone.frozen_stages=-1',
+            'model.neck.in_channels=[8,16,32,64]', 'model.neck.out_channels=8',
+            'model.bbox_head.in_channels=8', 'model.bbox_head.feat_channels=8',
+            'model.bbox_head.stacked_convs=1', 'data.train.dataset.pipeline.2.img_scale=(64,64)',
+            'data.train.times=1', 'data.workers_per_gpu=0']
+BUDGET = '3.0MiB'  # between every unit checkpointed (2.8 MiB) and plain (3.3 MiB)
+
+
+def chromium():
+    """The headless browser's command, or None."""
+    for name in ('chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _browse(args, url):
+    proc = subprocess.run([chromium(), '--headless', '--no-sandbox', '--disable-gpu',
+                           '--hide-scrollbars', *args, url], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def _attrs(tag):
+    return dict(re.findall(r'([\w-]+)="([^"]*)"', tag))
+
+
+@pytest.mark.skipif(chromium() is None, reason='no chromium on PATH: `apt-get install '
+                    'chromium` (.ci/run installs it) to open the report in a real browser')
+def test_retinanet_report_in_a_browser(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the config reads data/VOCdevkit/VOC{2007,2012}
+    for year, seed in (('VOC2007', 0), ('VOC2012', 1)):
+        generate_voc('data', num_trainval=4, num_test=0, img_size=(64, 64), seed=seed,
+                     year=year, names=('aeroplane', 'bicycle', 'bird'))
+    report, out = tmp_path / 'report.html', tmp_path / 'plan.json'
+    assert load_tool('plan_memory.py').main(
+        [CONFIG, '--budget', BUDGET, '--out', str(out), '--report', str(report),
+         '--cfg-options', *TINY_R18]) == 0
+    plan = json.loads(out.read_text())
+    assert set(plan['plan'].values()) - {None}, 'the budget should need checkpoints'
+
+    dom = _browse(['--dump-dom', '--virtual-time-budget=2000'], report.as_uri())
+    assert re.findall(r'<g class="unit" data-unit="([^"]+)"', dom) == list(plan['plan'])
+    modes = re.findall(r'<g class="unit" data-unit="[^"]+" data-mode="([^"]+)"', dom)
+    assert modes == [m or 'plain' for m in plan['plan'].values()]
+    assert re.search(r'<body[^>]* data-label-overlaps="0"', dom), 'the script ran, no overlap'
+    timeline = _attrs(re.search(r'<svg id="timeline"[^>]*>', dom).group(0))
+    assert int(timeline['data-max-bytes']) == plan['measured_peak_bytes']
+    y0, px_per_mib = float(timeline['data-y0']), float(timeline['data-px-per-mib'])
+
+    def y_of(nbytes):
+        return y0 - nbytes / 2 ** 20 * px_per_mib
+    budget = _attrs(re.search(r'<line id="budget"[^>]*>', dom).group(0))
+    assert int(budget['data-bytes']) == plan['budget_bytes']
+    assert float(budget['y1']) == pytest.approx(y_of(plan['budget_bytes']), abs=0.06)
+    curve = _attrs(re.search(r'<path class="curve" data-label="plan"[^>]*>', dom).group(0))
+    top = min(float(y) for y in re.findall(r'[ML][\d.]+,([\d.]+)', curve['d']))
+    assert top == pytest.approx(y_of(plan['measured_peak_bytes']), abs=0.06)  # as drawn
+
+    shot = tmp_path / 'shot.png'
+    _browse([f'--screenshot={shot}', '--window-size=1280,800'], report.as_uri())
+    with Image.open(shot) as img:
+        assert img.size == (1280, 800)
+        assert len(img.convert('RGB').getcolors(1 << 20)) > 50  # drawn, not blank
