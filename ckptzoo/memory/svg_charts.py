@@ -145,7 +145,7 @@ def timeline_legend(curves: Mapping[str, Timeline]) -> str:
 
 
 def timeline_chart(curves: Mapping[str, Timeline], budget: int, chosen: str = 'plan',
-                   width: int = 1180, height: int = 380) -> str:
+                   width: int = 1180, height: int = 350) -> str:
     """``<svg id="timeline">``: every curve's live bytes through the phases of the step (each
     phase as wide as its longest curve's share of the ops, within 8 % and :data:`_PHASE_CAP`
     of the axis), the budget, each curve's peak marked; the chosen curve's peak labelled with
@@ -157,7 +157,7 @@ def timeline_chart(curves: Mapping[str, Timeline], budget: int, chosen: str = 'p
     raw = [min(max(spans[p] / total, 0.08), _PHASE_CAP.get(p, 1.0)) for p in phases]
     widths = [(right - left) * r / sum(raw) for r in raw]
     x0 = {p: left + sum(widths[:k]) for k, p in enumerate(phases)}
-    top_bytes = max([budget] + [tl.max_bytes for tl in curves.values()]) * 1.08 or 1
+    top_bytes = max([budget] + [tl.max_bytes for tl in curves.values()]) * 1.1 or 1
     ticks = nice_ticks(top_bytes / MiB)
     scale = (bottom - top) / (ticks[-1] * MiB)  # px per byte
     main = chosen if chosen in curves else next(iter(curves), None)
@@ -208,10 +208,12 @@ def timeline_chart(curves: Mapping[str, Timeline], budget: int, chosen: str = 'p
                    f'data-where="{_e(where)}" cx="{_f(px)}" cy="{_f(py)}" r="4.5" '
                    f'fill="#fff" stroke="{color}" stroke-width="2"><title>{_e(label)} peak '
                    f'{format_bytes(tl.max_bytes)}: {_e(where)}</title></circle>')
-        if label == main:
+        if label == main:  # in the headroom above the curves, a leader line to the marker
             anchor = 'end' if px > (left + right) / 2 else 'start'
-            dx = -8 if anchor == 'end' else 8
-            out.append(f'<text id="peak-label" x="{_f(px + dx)}" y="{_f(max(py - 8, top + 12))}" '
+            dx = -6 if anchor == 'end' else 6
+            out.append(f'<path d="M{_f(px)},{_f(py - 5)} L{_f(px)},{top + 8} L{_f(px + dx)},'
+                       f'{top + 8}" fill="none" stroke="#111" stroke-width="0.8"/>'
+                       f'<text id="peak-label" x="{_f(px + dx * 1.5)}" y="{top + 12}" '
                        f'text-anchor="{anchor}" class="peak-label">peak '
                        f'{format_bytes(tl.max_bytes)}: {_e(where)}</text>')
     out.append('</svg>')
@@ -393,36 +395,47 @@ def _marker(kind, x, y, color, title, cls):
             f'{_f(y + 6)} L{_f(x - 6)},{_f(y)} Z" fill="{color}">{t}</path>')
 
 
+def _range_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
+    """Round tick values spanning ``lo`` to ``hi`` (not from 0: the points of a sweep are
+    close together)."""
+    span = hi - lo if hi > lo else abs(hi) or 1.0
+    step = nice_ticks(span, count)[1]
+    start = math.floor(lo / step) * step
+    return [start + i * step for i in range(int(math.ceil((hi - start) / step - 1e-9)) + 1)] \
+        if hi > start else [start, start + step]
+
+
 def sweep_chart(planner: Sequence[tuple[int, float]], baselines: Mapping[str, tuple[int, float]],
-                budget: int, chosen: tuple[int, float] | None = None, width: int = 760,
-                height: int = 420) -> str:
+                budget: int, chosen: tuple[int, float] | None = None, width: int = 900,
+                height: int = 440) -> str:
     """``<svg id="sweep">``: predicted step time (ms) against predicted peak (MiB) of the
     planner at many budgets (a line of circles) and of the plans set by hand: per-stage
-    ``with_cp`` flags (squares, labelled with their flags), every unit ``'full'``
-    (triangle), Chen's sqrt(n) (diamond), all off (triangle); the budget as a vertical line."""
-    left, right, top, bottom = 78, width - 170, 20, height - 50
+    ``with_cp`` flags (squares, labelled with their flags where the label has room), every
+    unit ``'full'`` and all off (triangles), Chen's sqrt(n) (diamond); the budget as a
+    vertical line. Every marker names itself on hover."""
+    left, right, top, bottom = 78, width - 230, 20, height - 50
     pts = list(planner) + list(baselines.values()) + ([chosen] if chosen else [])
-    xt = nice_ticks(max([p for p, _ in pts] + [budget]) / MiB * 1.05)
-    t_lo = min(t for _, t in pts) * 1e3
-    yt_all = nice_ticks(max(t for _, t in pts) * 1e3 * 1.05)
-    yt = [v for v in yt_all if v >= t_lo * 0.9 - (yt_all[1] - yt_all[0])] or yt_all
-    xs = (right - left) / xt[-1]
+    peaks = [p / MiB for p, _ in pts] + [budget / MiB]
+    times = [t * 1e3 for _, t in pts]
+    pad_x, pad_y = (max(peaks) - min(peaks)) * 0.04, (max(times) - min(times)) * 0.06
+    xt = _range_ticks(min(peaks) - pad_x, max(peaks) + pad_x)
+    yt = _range_ticks(min(times) - pad_y, max(times) + pad_y)
+    xs = (right - left) / (xt[-1] - xt[0])
     ys = (bottom - top) / (yt[-1] - yt[0])
 
     def X(p):
-        return left + p / MiB * xs
+        return left + (p / MiB - xt[0]) * xs
 
     def Y(t):
         return bottom - (t * 1e3 - yt[0]) * ys
-    out = [f'<svg id="sweep" width="{width}" '
-           f'height="{height}" data-budget="{budget}">']
+    out = [f'<svg id="sweep" width="{width}" height="{height}" data-budget="{budget}">']
     for v in yt:
         y = bottom - (v - yt[0]) * ys
         out.append(f'<line x1="{left - 4}" x2="{right}" y1="{_f(y)}" y2="{_f(y)}" '
                    f'stroke="#e3e3e3"/><text x="{left - 6}" y="{_f(y + 4)}" text-anchor="end" '
                    f'class="tick">{_tick_text(v)}</text>')
     for v in xt:
-        x = left + v * xs
+        x = left + (v - xt[0]) * xs
         out.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{top}" y2="{bottom + 4}" '
                    f'stroke="#e3e3e3"/><text x="{_f(x)}" y="{bottom + 18}" '
                    f'text-anchor="middle" class="tick">{_tick_text(v)}</text>')
@@ -443,25 +456,34 @@ def sweep_chart(planner: Sequence[tuple[int, float]], baselines: Mapping[str, tu
         out.append(_marker('circle', X(p), Y(t), '#1f5fa8',
                            f'planner: {format_bytes(p)}, {t * 1e3:.1f} ms', 'planner'))
     shapes = {'all off': 'triangle', 'every unit full': 'triangle', 'Chen sqrt(n)': 'diamond'}
-    for name, (p, t) in baselines.items():
+    placed = []  # (x, y, width) of the labels drawn: a label never covers another
+    named_first = sorted(baselines.items(), key=lambda kv: kv[0].startswith('stages '))
+    for name, (p, t) in named_first:
         stage = name.startswith('stages ')
         color = '#c8680a' if stage else '#a8321f'
-        out.append(_marker('square' if stage else shapes.get(name, 'diamond'), X(p), Y(t),
-                           color, f'{name}: {format_bytes(p)}, {t * 1e3:.1f} ms', 'baseline'))
+        x, y = X(p), Y(t)
+        out.append(_marker('square' if stage else shapes.get(name, 'diamond'), x, y, color,
+                           f'{name}: {format_bytes(p)}, {t * 1e3:.1f} ms', 'baseline'))
         label = name[len('stages '):] if stage else name
-        out.append(f'<text x="{_f(X(p) + 6)}" y="{_f(Y(t) - 5)}" class="small">'
-                   f'{_e(label)}</text>')
+        w = len(label) * (5.5 if stage else 6.5)
+        lx, ly = x + 6, y - 5
+        if lx + w > right:
+            lx = x - 6 - w
+        if all(abs(ly - py) >= 11 or lx + w <= px or px + pw <= lx for px, py, pw in placed):
+            placed.append((lx, ly, w))
+            out.append(f'<text x="{_f(lx)}" y="{_f(ly)}" class="{"small" if stage else "tick"}">'
+                       f'{_e(label)}</text>')
     if chosen:
         out.append(_marker('diamond', X(chosen[0]), Y(chosen[1]), '#000',
                            f'chosen plan: {format_bytes(chosen[0])}, {chosen[1] * 1e3:.1f} ms',
                            'chosen'))
-    legend = [('circle', '#1f5fa8', 'planner (20 budgets)'),
-              ('square', '#c8680a', 'per-stage with_cp (flags)'),
+    legend = [('circle', '#1f5fa8', f'planner ({len(planner)} budgets)'),
+              ('square', '#c8680a', 'per-stage with_cp flags'),
               ('triangle', '#a8321f', 'all off / every unit full'),
               ('diamond', '#a8321f', 'Chen sqrt(n)'), ('diamond', '#000', 'chosen plan')]
     for k, (kind, color, text) in enumerate(legend):
         y = top + 10 + 20 * k
-        out.append(_marker(kind, right + 20, y, color, text, 'legend-marker') +
-                   f'<text x="{right + 32}" y="{y + 4}" class="legend">{_e(text)}</text>')
+        out.append(_marker(kind, right + 24, y, color, text, 'legend-marker') +
+                   f'<text x="{right + 36}" y="{y + 4}" class="legend">{_e(text)}</text>')
     out.append('</svg>')
     return ''.join(out)

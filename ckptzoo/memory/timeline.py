@@ -26,6 +26,7 @@ import torch
 from ..models.checkpointing import CheckpointObserver, observe
 from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
+from .budget import format_bytes
 from .step import Run, on_cuda, step_tensors, train_step
 from .trackers import LiveTensorTracker
 
@@ -244,8 +245,9 @@ def recording(run: Run, batch: dict[str, Any], timeline: Timeline,
     made = optimizer_state_bytes(optimizer) - state_before
     if made > 0:
         timeline.shift(made, before='optimizer step')
-        timeline.note = (f'this step made the optimizer state ({made} B) in its optimizer step; '
-                         'it is drawn as the steps after it, which hold that state throughout')
+        timeline.note = (f'this step made the optimizer state ({format_bytes(made)}) in its '
+                         'optimizer step; it is drawn as the steps after it, which hold that '
+                         'state throughout')
 
 
 def measure_with_timeline(run: Run, batch: dict[str, Any],
