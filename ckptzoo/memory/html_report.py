@@ -93,7 +93,7 @@ def _summary(result: PlanResult) -> str:
     error = (measured - predicted) / predicted if predicted else 0.0
     cards = [_card(format_bytes(budget), 'budget'),
              _card(f'<span id="measured-peak" data-bytes="{measured}">{format_bytes(measured)}'
-                   f'</span>', f'measured peak ({measured / budget:.0%} of the budget)'
+                   f'</span>', f'measured peak ({measured / budget:.1%} of the budget)'
                    if budget else 'measured peak'),
              _card(f'<span id="predicted-peak" data-bytes="{predicted}">'
                    f'{format_bytes(predicted)}</span>',

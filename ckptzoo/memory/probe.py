@@ -172,7 +172,7 @@ def _record_step(run, batch, names, timeline=None):
         else:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        forward_end = recorder_end = None
+        forward_end = None
         if timeline is not None and not cuda:
             from .timeline import recording
             forward_end = stack.enter_context(recording(run, batch, timeline, tracker))
@@ -181,11 +181,9 @@ def _record_step(run, batch, names, timeline=None):
         handle = optimizer.register_step_pre_hook(lambda *a: recorder.event('step'))
         stack.callback(handle.remove)
         stack.enter_context(observe(recorder))
-        if forward_end is not None:
-            def recorder_end():
-                recorder.forward_end()
-                forward_end()
-        train_step(run, batch, on_forward_end=recorder_end or recorder.forward_end)
+        on_end = recorder.forward_end if forward_end is None else \
+            (lambda: (recorder.forward_end(), forward_end()))
+        train_step(run, batch, on_forward_end=on_end)
         recorder.event('end')
     if timeline is not None and cuda:
         from .timeline import timeline_from_events

@@ -316,18 +316,20 @@ class TimelineSet:
 
     def curves(self, result: Any = None) -> dict[str, Timeline]:
         """``{label: timeline}`` to draw for ``result`` (a :class:`PlanResult`): the plain
-        step, the chosen plan's validation (the last), and per batch-shape bucket (when the
-        result has ``buckets``) the last validation at the bucket's shape."""
+        step, the chosen plan's validation (the last whose peak is the result's measured
+        peak, else the last), and per batch-shape bucket (when the result has ``buckets``) the
+        last validation at the bucket's shape."""
         out = {}
         if self.plain is not None:
             out['plain'] = self.plain
-        buckets = getattr(result, 'buckets', None) or []
+        measured = getattr(result, 'measured_peak_bytes', None)
+        same = [t for t in self.measured if t.max_bytes == measured]
         if self.measured:
-            out['plan'] = self.measured[-1]
-        for bucket in buckets:
+            out['plan'] = (same or self.measured)[-1]
+        for bucket in getattr(result, 'buckets', None) or []:
             shape = tuple(bucket.shape)
             found = [t for t in self.measured if t.shape == shape]
-            if found:
+            if found and found[-1] is not out['plan']:
                 out[f'bucket {shape[0]}x{shape[1]}'] = found[-1]
         return out
 
