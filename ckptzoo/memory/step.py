@@ -43,35 +43,10 @@ def train_pipeline(cfg: Any) -> list[dict]:
 
 
 def worst_case_shape(cfg: Config) -> tuple[int, int] | None:
-    """The largest padded ``(H, W)`` the training pipeline can give a batch, or None.
-
-    ``Resize`` with ``keep_ratio`` fits an image in ``(long, short)`` either way round, and a
-    batch is padded to its largest height and width, so a batch of a landscape and a portrait
-    image is ``long x long``: both orientations at once. ``Pad`` rounds up.
-    """
-    shape = None
-    for t in train_pipeline(cfg):
-        kind = t.get('type')
-        if kind == 'Resize' and t.get('img_scale') is not None:
-            scales = t['img_scale']
-            scales = [scales] if isinstance(scales[0], (int, float)) else list(scales)
-            if t.get('keep_ratio', True):
-                side = max(max(s) for s in scales)
-                shape = (side, side) if len(scales) and t.get('keep_ratio', True) else shape
-            else:
-                shape = (max(s[1] for s in scales), max(s[0] for s in scales))
-        elif kind in ('RandomResizedCrop', 'CenterCrop', 'RandomCrop'):
-            size = t.get('size', t.get('crop_size'))
-            if size is not None:
-                size = (size, size) if isinstance(size, int) else tuple(size)
-                shape = (size[0], size[1])
-        elif kind == 'Pad' and shape is not None:
-            if t.get('size') is not None:
-                shape = tuple(max(a, b) for a, b in zip(shape, t['size']))
-            elif t.get('size_divisor'):
-                d = t['size_divisor']
-                shape = tuple(-(-s // d) * d for s in shape)
-    return shape
+    """The largest padded ``(H, W)`` the training pipeline can give a batch, or None: the
+    former name of :func:`ckptzoo.memory.batch_shapes.pipeline_bound`."""
+    from .batch_shapes import pipeline_bound  # batch_shapes reads train_pipeline from here
+    return pipeline_bound(cfg)
 
 
 def probe_batch(run: Run, shape: tuple[int, int] | None = None) -> dict[str, Any]:
