@@ -1,14 +1,16 @@
 """The memory planner's library: a budget in, the fastest checkpoint plan that fits out.
 
 ``budget`` parses what users write; ``step`` is one training step outside the loop and its
-worst-case input; ``probe`` records what each checkpoint unit keeps and costs (a
-``cost_table``); ``peak`` is the peak model; ``solver`` chooses the plan; ``plan_file`` is the
-plan as data and as ``memory_plan.json``; ``report`` and ``baselines`` are for people and
-tools; ``timing`` compares plans on a noisy machine. ``trackers`` counts bytes (live tensor
-storage, saved for backward) and ``meter`` reads a training step's time and memory with them.
+worst-case input; ``batch_shapes`` the batch shapes and box counts the training loader gives;
+``probe`` records what each checkpoint unit keeps and costs (a ``cost_table``); ``peak`` is
+the peak model; ``solver`` chooses the plan; ``plan_file`` is the plan as data and as
+``memory_plan.json``; ``report`` and ``baselines`` are for people and tools; ``timing``
+compares plans on a noisy machine. ``trackers`` counts bytes (live tensor storage, saved for
+backward) and ``meter`` reads a training step's time and memory with them.
 Planning a training run (the search over fp16, accumulation and batch, the probe steps' state,
 DDP) is :mod:`ckptzoo.apis.plan`'s.
 """
+from .batch_shapes import GroupShapes, LoaderShapes, loader_shapes, pipeline_bound
 from .budget import format_bytes, parse_budget
 from .cost_table import MODES, CostTable, UnitCost
 from .meter import StepMeter
@@ -26,4 +28,4 @@ __all__ = ['parse_budget', 'format_bytes', 'MODES', 'CostTable', 'UnitCost', 'Gr
            'InfeasibleBudget', 'Solution', 'chen_sqrt_plan', 'choose_plan', 'count_plans',
            'exhaustive_search', 'minimum_peak', 'most_frugal', 'pareto_front', 'solve',
            'LiveTensorTracker', 'SavedTensorCounter', 'peak_live_bytes', 'saved_tensor_bytes',
-           'StepMeter']
+           'StepMeter', 'GroupShapes', 'LoaderShapes', 'loader_shapes', 'pipeline_bound']

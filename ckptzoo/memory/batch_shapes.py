@@ -22,6 +22,7 @@ shapes fall back to :func:`pipeline_bound` and say so in ``note``.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os.path as osp
@@ -30,10 +31,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from ..datasets.builder import GroupSampler, build_dataloader
 from ..datasets.pipelines.transforms import rescale_size
-from ..datasets.sample_seed import sample_rng
 from ..registry import build_transform
 from .step import train_pipeline
 
@@ -45,7 +46,7 @@ Shape = tuple[int, int]
 SHAPE_KEEPING = frozenset({'LoadImageFromFile', 'LoadAnnotations', 'RandomFlip', 'Normalize',
                            'DefaultFormatBundle', 'Collect', 'ImageToTensor', 'ToTensor'})
 #: images the simulation draws at most (indices and scales only; a few seconds)
-MAX_SIMULATED_SAMPLES = 100_000
+MAX_SIMULATED_SAMPLES = 50_000
 
 
 @dataclass
@@ -220,8 +221,10 @@ class _Geometry:
             else:
                 self.unknown = kind
                 return
-        self.random = any(op == 'resize' and (len(t.img_scale) > 1 or bool(t.ratio_range))
-                          for op, t in self.ops)
+        randoms = [k for k, (op, t) in enumerate(self.ops)
+                   if op == 'resize' and (len(t.img_scale) > 1 or t.ratio_range is not None)]
+        self.random = bool(randoms)
+        self._last_draw = randoms[-1] if randoms else -1  # later draws change no shape
 
     def shape(self, hw: Shape, scales: list) -> Shape:
         """The padded ``(h, w)`` of an image of size ``hw`` resized at ``scales`` (one per
@@ -236,16 +239,20 @@ class _Geometry:
 
     def draw(self, index) -> list:
         """The scales the sample ``index`` (a seeded index from the sampler) is resized at:
-        the pipeline's own draws, replayed in order under the sample's seed."""
+        the pipeline's own draws, replayed in order from numpy's global generator seeded as
+        :func:`~ckptzoo.datasets.sample_seed.sample_rng` seeds it (the modelled transforms
+        draw from numpy only; :func:`_numpy_kept` restores its state afterwards)."""
+        seed = getattr(index, 'seed', None)
+        if seed is not None:
+            np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
         scales = []
-        with sample_rng(index):
-            for op, t in self.ops:
-                if op == 'resize':
-                    results = {}
-                    t._random_scale(results)
-                    scales.append(results['scale'])
-                elif op == 'flip':
-                    t._choose()
+        for k, (op, t) in enumerate(self.ops):
+            if op == 'resize':
+                results = {}
+                t._random_scale(results)
+                scales.append(results['scale'])
+            elif op == 'flip' and k < self._last_draw:
+                t._choose()
         return scales
 
     def largest(self, hw: Shape) -> Shape:
@@ -284,7 +291,6 @@ def _header_size(prefix, filename):
     """``(h, w)`` from the image file's header (PIL does not decode the pixels), or None."""
     if not filename:
         return None
-    from PIL import Image
     try:
         with Image.open(osp.join(prefix, filename) if prefix else filename) as img:
             w, h = img.size
@@ -348,6 +354,16 @@ def _default_epochs(cfg, n: int, spg: int) -> int:
     return int(cfg.get('total_epochs', 1) or 1)
 
 
+@contextlib.contextmanager
+def _numpy_kept():
+    """numpy's global generator as it was before the body (the draws replayed in it)."""
+    state = np.random.get_state()
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
 def _simulate(dataset, sizes, geometry, spg, shuffle, seed, epochs):
     """``{flag: Counter(batch shape)}`` over ``epochs`` of the real sampler."""
     loader = build_dataloader(dataset, spg, 0, shuffle=shuffle, seed=seed)
@@ -371,7 +387,7 @@ def _simulate(dataset, sizes, geometry, spg, shuffle, seed, epochs):
                 h, w = max(h, s[0]), max(w, s[1])
             flag = None if flags is None else int(flags[int(batch[0])])
             counts.setdefault(flag, Counter())[(h, w)] += 1
-    return counts, flags
+    return counts
 
 
 def _validate(samples_per_gpu, epochs):
@@ -405,9 +421,12 @@ def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = Tr
     seed = cfg.get('seed') if seed is None else seed
     geometry = _Geometry(pipeline)
     sizes, counts, why = _table(dataset, _with_boxes(pipeline))
-    grouped = shuffle and hasattr(dataset, 'flag')
-    flags = np.asarray(dataset.flag).astype(np.int64) if grouped else np.zeros(n, np.int64)
-    members = {int(f): np.flatnonzero(flags == f) for f in np.unique(flags)}
+    grouped = shuffle and hasattr(dataset, 'flag')  # build_dataloader's GroupSampler
+    if grouped:
+        flags = np.asarray(dataset.flag).astype(np.int64)
+        members = {int(f): np.flatnonzero(flags == f) for f in np.unique(flags)}
+    else:  # any images share a batch
+        members = {None: np.arange(n)} if n else {}
 
     def boxes(idx):
         if counts is None:
@@ -426,7 +445,7 @@ def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = Tr
                     f'{bound}.')
         if bound is None:
             note = note[:-1] + ', and the pipeline gives none: no batch shape is known.'
-        per_group = [boxes(m) for m in members.values()] or [(None, None)]
+        per_group = [boxes(m) for m in members.values()]
         groups = [] if bound is None else [GroupShapes(
             None, n, bound, [(bound, 1.0)], _max_or_none(b[0] for b in per_group),
             _max_or_none(b[1] for b in per_group))]
@@ -437,10 +456,9 @@ def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = Tr
         if not geometry.random and not shuffle:
             epochs = 1  # every epoch gives the same batches
         epochs = max(1, min(epochs, max_samples // n))
-    simulated, sim_flags = _simulate(dataset, sizes, geometry, spg, shuffle, seed, epochs)
+    with _numpy_kept():
+        simulated = _simulate(dataset, sizes, geometry, spg, shuffle, seed, epochs)
     total = sum(sum(c.values()) for c in simulated.values())
-    if sim_flags is None:  # not grouped: one group
-        members = {None: np.arange(n)}
     groups = []
     for flag, idx in members.items():
         largest = [geometry.largest(sizes[i]) for i in idx]

@@ -80,7 +80,9 @@ def test_shapes_and_boxes_are_the_loaders(coco_root, name, spg, repeat):
     cfg = _cfg(coco_root, _pipeline(RESIZES[name]), repeat)
     dataset = build_dataset(cfg.data.train)
     seen, boxes = _run_loader(dataset, spg)
+    state = np.random.get_state()[1].copy()
     shapes = loader_shapes(cfg, dataset, spg, epochs=EPOCHS)
+    assert (np.random.get_state()[1] == state).all()  # the replayed draws left it as it was
     assert shapes.from_data and shapes.note is None and shapes.epochs == EPOCHS
     assert sorted(g.flag for g in shapes.groups) == sorted(seen) == [0, 1]
     total = sum(sum(c.values()) for c in seen.values())
