@@ -8,8 +8,9 @@ the four together without loading an image:
 
 - sizes are read from the dataset's ``data_infos`` (``height``/``width``), else from the image
   file's header;
-- the geometry is that of :mod:`ckptzoo.datasets.pipelines.transforms`, mmcv's rounding
-  included; an image's largest shape is the one at the largest scale its ``Resize`` can draw;
+- the geometry is that of the dataset's own pipeline (each part of a ``ConcatDataset`` its
+  own) as :mod:`ckptzoo.datasets.pipelines.transforms` computes it, mmcv's rounding included;
+  an image's largest shape is the one at the largest scale its ``Resize`` can draw;
 - the batches are the real sampler's (built by ``build_dataloader``, iterated for indices
   only) and each sample's random scale is drawn as the dataset draws it, under the sample's
   own seed (:mod:`ckptzoo.datasets.sample_seed`), so the simulated epochs give the shapes
@@ -265,11 +266,15 @@ class _Geometry:
 # ------------------------------------------------------------------------------------------
 # the data: sizes and box counts per dataset index, through the wrappers
 # ------------------------------------------------------------------------------------------
-def _leaf_table(dataset, boxes: bool):
-    """Per image: ``(h, w)`` (from ``data_infos``, else the file's header) and the number of
-    gt boxes; sizes None with the reason when they cannot be had."""
+def _leaf_table(dataset, pipeline: list):
+    """Per image: ``(h, w)`` (from ``data_infos``, else the file's header), the number of gt
+    boxes and the geometry of the dataset's own pipeline (``pipeline``, the config's, when it
+    has none); sizes None with the reason when they cannot be had."""
+    transforms = getattr(getattr(dataset, 'pipeline', None), 'transforms', None)
+    pipeline = list(transforms) if transforms is not None else pipeline
+    geometry = _Geometry(pipeline)
     sizes, why = [], None
-    counts = [] if boxes and hasattr(dataset, 'get_ann_info') else None
+    counts = [] if _with_boxes(pipeline) and hasattr(dataset, 'get_ann_info') else None
     prefix = getattr(dataset, 'img_prefix', None)
     for i, info in enumerate(dataset.data_infos):
         if sizes is not None:
@@ -284,7 +289,7 @@ def _leaf_table(dataset, boxes: bool):
                     sizes.append(size)
         if counts is not None:
             counts.append(len(dataset.get_ann_info(i)['bboxes']))
-    return sizes, counts, why
+    return sizes, counts, [geometry] * len(dataset.data_infos), why
 
 
 def _header_size(prefix, filename):
@@ -299,17 +304,18 @@ def _header_size(prefix, filename):
     return h, w
 
 
-def _table(dataset, boxes: bool):
-    """``(sizes, counts, why)`` indexed like ``dataset``, through RepeatDataset,
-    ConcatDataset and wrappers with ``repeat_indices`` (class-balanced sampling)."""
+def _table(dataset, pipeline: list):
+    """``(sizes, counts, geometries, why)`` indexed like ``dataset``, through RepeatDataset,
+    ConcatDataset (each part with its own pipeline) and wrappers with ``repeat_indices``
+    (class-balanced sampling)."""
     if hasattr(dataset, 'data_infos'):
-        return _leaf_table(dataset, boxes)
+        return _leaf_table(dataset, pipeline)
     if isinstance(getattr(dataset, 'datasets', None), (list, tuple)):
-        parts = [_table(d, boxes) for d in dataset.datasets]
-        why = next((p[2] for p in parts if p[2]), None)
+        parts = [_table(d, pipeline) for d in dataset.datasets]
+        why = next((p[3] for p in parts if p[3]), None)
         join = (lambda k: None if any(p[k] is None for p in parts)
                 else [x for p in parts for x in p[k]])
-        return join(0), join(1), why
+        return join(0), join(1), join(2), why
     inner = getattr(dataset, 'dataset', None)
     if inner is not None:
         if hasattr(dataset, 'repeat_indices'):
@@ -319,12 +325,11 @@ def _table(dataset, boxes: bool):
         elif len(dataset) == len(inner):
             order = list(range(len(inner)))
         else:
-            return None, None, (f'{type(dataset).__name__} does not say which image each of its '
-                                f'indices is')
-        sizes, counts, why = _table(inner, boxes)
-        pick = lambda xs: None if xs is None else [xs[i] for i in order]  # noqa: E731
-        return pick(sizes), pick(counts), why
-    return None, None, f'{type(dataset).__name__} has no data_infos giving image sizes'
+            return None, None, None, (f'{type(dataset).__name__} does not say which image '
+                                      f'each of its indices is')
+        *columns, why = _table(inner, pipeline)
+        return (*(None if xs is None else [xs[i] for i in order] for xs in columns), why)
+    return None, None, None, f'{type(dataset).__name__} has no data_infos giving image sizes'
 
 
 # ------------------------------------------------------------------------------------------
@@ -364,12 +369,11 @@ def _numpy_kept():
         np.random.set_state(state)
 
 
-def _simulate(dataset, sizes, geometry, spg, shuffle, seed, epochs):
+def _simulate(dataset, sizes, geometries, spg, shuffle, seed, epochs):
     """``{flag: Counter(batch shape)}`` over ``epochs`` of the real sampler."""
     loader = build_dataloader(dataset, spg, 0, shuffle=shuffle, seed=seed)
     flags = (np.asarray(dataset.flag).astype(np.int64)
              if isinstance(loader.sampler, GroupSampler) else None)
-    fixed_scales = [t.img_scale[0] for op, t in geometry.ops if op == 'resize']
     fixed: dict[int, Shape] = {}  # without random scales an image's shape is one
     counts: dict[int | None, Counter] = {}
     for epoch in range(epochs):
@@ -379,11 +383,12 @@ def _simulate(dataset, sizes, geometry, spg, shuffle, seed, epochs):
             h = w = 0
             for index in batch:
                 i = int(index)
+                geometry = geometries[i]
                 if geometry.random:
                     s = geometry.shape(sizes[i], geometry.draw(index))
                 else:
-                    s = fixed.get(i) or fixed.setdefault(i, geometry.shape(sizes[i],
-                                                                          fixed_scales))
+                    s = fixed.get(i) or fixed.setdefault(i, geometry.shape(
+                        sizes[i], [t.img_scale[0] for op, t in geometry.ops if op == 'resize']))
                 h, w = max(h, s[0]), max(w, s[1])
             flag = None if flags is None else int(flags[int(batch[0])])
             counts.setdefault(flag, Counter())[(h, w)] += 1
@@ -400,15 +405,22 @@ def _validate(samples_per_gpu, epochs):
 
 
 def _with_boxes(pipeline) -> bool:
-    return any(isinstance(t, dict) and t.get('type') == 'LoadAnnotations'
-               and t.get('with_bbox', True) for t in pipeline)
+    """Whether the pipeline gives the model gt boxes (configs or built transforms)."""
+    for t in pipeline:
+        if isinstance(t, dict):
+            if t.get('type') == 'LoadAnnotations' and t.get('with_bbox', True):
+                return True
+        elif type(t).__name__ == 'LoadAnnotations' and getattr(t, 'with_bbox', True):
+            return True
+    return False
 
 
 def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = True,
                   seed: int | None = None, epochs: int | None = None,
                   max_samples: int = MAX_SIMULATED_SAMPLES) -> LoaderShapes:
     """The padded batch shapes and box counts of ``build_dataloader(dataset,
-    samples_per_gpu, shuffle=shuffle, seed=seed)`` under the config's training pipeline.
+    samples_per_gpu, shuffle=shuffle, seed=seed)``: each image through its dataset's own
+    pipeline (the config's training pipeline where a dataset has none, and for the bound).
 
     ``seed`` defaults to ``cfg.seed`` (what the training loader is built with), ``epochs`` to
     the run's length, cut to ``max_samples`` images (at least one epoch); the frequencies are
@@ -419,8 +431,10 @@ def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = Tr
     spg, n = samples_per_gpu, len(dataset)
     pipeline = train_pipeline(cfg)
     seed = cfg.get('seed') if seed is None else seed
-    geometry = _Geometry(pipeline)
-    sizes, counts, why = _table(dataset, _with_boxes(pipeline))
+    sizes, counts, geometries, why = _table(dataset, pipeline)
+    distinct = list({id(g): g for g in geometries or [_Geometry(pipeline)]}.values())
+    unknown = next((g.unknown for g in distinct if g.unknown), None)
+    random = any(g.random for g in distinct)
     grouped = shuffle and hasattr(dataset, 'flag')  # build_dataloader's GroupSampler
     if grouped:
         flags = np.asarray(dataset.flag).astype(np.int64)
@@ -434,13 +448,13 @@ def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = Tr
         c = [counts[i] for i in idx]
         return max(c), _batch_boxes(c, spg, grouped, shuffle)
 
-    if geometry.unknown is not None or sizes is None or n == 0:
+    if unknown is not None or sizes is None or n == 0:
         bound = pipeline_bound(cfg)
         if sizes is None or n == 0:
             note = (f'Image sizes are unknown ({why or "the dataset is empty"}), so the '
                     f'batch shapes are the pipeline bound {bound}.')
         else:
-            note = (f'The training pipeline has a {geometry.unknown} transform whose output '
+            note = (f'The training pipeline has a {unknown} transform whose output '
                     f'size is not modelled, so the batch shapes are the pipeline bound '
                     f'{bound}.')
         if bound is None:
@@ -453,15 +467,15 @@ def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = Tr
 
     if epochs is None:
         epochs = _default_epochs(cfg, n, spg)
-        if not geometry.random and not shuffle:
+        if not random and not shuffle:
             epochs = 1  # every epoch gives the same batches
         epochs = max(1, min(epochs, max_samples // n))
     with _numpy_kept():
-        simulated = _simulate(dataset, sizes, geometry, spg, shuffle, seed, epochs)
+        simulated = _simulate(dataset, sizes, geometries, spg, shuffle, seed, epochs)
     total = sum(sum(c.values()) for c in simulated.values())
     groups = []
     for flag, idx in members.items():
-        largest = [geometry.largest(sizes[i]) for i in idx]
+        largest = [geometries[i].largest(sizes[i]) for i in idx]
         worst = (max(s[0] for s in largest), max(s[1] for s in largest))
         seen = simulated.get(flag, Counter())
         count = sum(seen.values())

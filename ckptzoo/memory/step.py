@@ -35,10 +35,18 @@ class Run(Protocol):
 # ------------------------------------------------------------------------------------------
 def train_pipeline(cfg: Any) -> list[dict]:
     """The transforms of the config's training set (``data.train``, or the dataset that a
-    ``RepeatDataset`` and friends wrap; else ``train_pipeline``); ``[]`` when it has none."""
+    ``RepeatDataset`` and friends wrap, the first of a list or a ``ConcatDataset``; else
+    ``train_pipeline``); ``[]`` when it has none."""
     train = cfg.data.train
-    while 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
-        train = train.dataset
+    while True:
+        if isinstance(train, (list, tuple)):  # concatenated by build_dataset
+            train = train[0] if train else {}
+        elif 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
+            train = train['dataset']
+        elif 'pipeline' not in train and train.get('datasets'):  # ConcatDataset
+            train = train['datasets']
+        else:
+            break
     return list(train.get('pipeline') or cfg.get('train_pipeline') or [])
 
 

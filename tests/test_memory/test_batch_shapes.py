@@ -1,5 +1,6 @@
 """loader_shapes against the real loader: the batch shapes and box counts it predicts are the
 ones ``build_dataloader`` gives, epoch after epoch, group by group."""
+import json
 import os.path as osp
 from collections import Counter
 
@@ -116,6 +117,25 @@ def test_shapes_and_boxes_are_the_loaders(coco_root, name, spg, repeat):
         assert shapes.max_boxes_per_batch == 40
 
 
+def test_parts_with_their_own_pipelines(coco_root):
+    """A RepeatDataset of a list (a ConcatDataset) whose parts resize differently."""
+    one, other = (_cfg(coco_root, _pipeline(RESIZES[name])).data.train
+                  for name in ('one scale', 'value, no keep_ratio'))
+    cfg = Config(dict(data=dict(train=dict(type='RepeatDataset', times=2,
+                                           dataset=[one, other])), seed=SEED))
+    dataset = build_dataset(cfg.data.train)
+    seen, boxes = _run_loader(dataset, 2, epochs=10)
+    shapes = loader_shapes(cfg, dataset, 2, epochs=10)
+    assert shapes.from_data
+    for group in shapes.groups:
+        got = seen[group.flag]
+        assert {s: f for s, f in group.shapes if f > 0} == pytest.approx(
+            {s: c / sum(got.values()) for s, c in got.items()})
+        assert all(h <= group.worst[0] and w <= group.worst[1] for h, w in got)
+        assert group.max_boxes_per_image == boxes[group.flag][0]
+    assert pipeline_bound(cfg) == (104, 104)  # the first part's pipeline
+
+
 @pytest.mark.parametrize('name', ['range', 'ratio_range', 'value, no keep_ratio'])
 def test_worst_is_reached_at_the_largest_draw(coco_root, monkeypatch, name):
     cfg = _cfg(coco_root, _pipeline(RESIZES[name]))
@@ -154,26 +174,46 @@ def test_sizes_from_file_headers_and_the_fallback(coco_root, tmp_path):
     assert shapes.groups == [] and shapes.worst is None and 'no batch shape' in shapes.note
 
 
+class MinIoURandomCrop:
+    """A user's crop: its output size is not modelled."""
+
+    def __call__(self, results):
+        return results
+
+
 def test_unknown_geometric_transform_falls_back_naming_it(coco_root):
     cfg = _cfg(coco_root, _pipeline(RESIZES['one scale']))
     dataset = build_dataset(cfg.data.train)
-    cfg.data.train.pipeline.insert(3, dict(type='MinIoURandomCrop'))
+    dataset.pipeline.transforms.insert(3, MinIoURandomCrop())  # the dataset's own pipeline
     shapes = loader_shapes(cfg, dataset, 2)
     assert not shapes.from_data and 'MinIoURandomCrop' in shapes.note
     assert shapes.worst == (104, 104)
 
 
-def test_unshuffled_batches_are_fixed_runs(coco_root):
-    cfg = _cfg(coco_root, _pipeline(RESIZES['one scale']))
+@pytest.mark.parametrize('shuffle', [False, True])
+def test_ungrouped_batches_any_images_share(coco_root, shuffle):
+    """In order (fixed runs of images), or shuffled without a group flag: one group."""
+    cfg = _cfg(coco_root, _pipeline(RESIZES['range']))
     dataset = build_dataset(cfg.data.train)
-    shapes = loader_shapes(cfg, dataset, 3, shuffle=False)
-    loader = build_dataloader(dataset, 3, 0, shuffle=False, seed=SEED)
-    got = Counter(tuple(b['img'].shape[-2:]) for b in loader)
-    boxes = max(sum(len(x) for x in b['gt_bboxes']) for b in loader)
+    if shuffle:
+        del dataset.flag  # build_dataloader then shuffles with a DistributedSampler
+    shapes = loader_shapes(cfg, dataset, 3, shuffle=shuffle, epochs=4)
+    loader = build_dataloader(dataset, 3, 0, shuffle=shuffle, seed=SEED)
+    got, boxes = Counter(), 0
+    for epoch in range(4):
+        loader.sampler.set_epoch(epoch)
+        for batch in loader:
+            got[tuple(batch['img'].shape[-2:])] += 1
+            boxes = max(boxes, sum(len(x) for x in batch['gt_bboxes']))
     (group,) = shapes.groups
-    assert group.flag is None and shapes.epochs == 1 and shapes.note is None
-    assert dict(group.shapes) == pytest.approx({s: c / sum(got.values()) for s, c in got.items()})
-    assert group.max_boxes_per_batch == boxes
+    assert group.flag is None and group.num_images == len(dataset) and shapes.note is None
+    assert {s: f for s, f in group.shapes if f} == pytest.approx(
+        {s: c / sum(got.values()) for s, c in got.items()})
+    if shuffle:  # three distinct images: the crowded one (20) and two of 2 at most
+        assert boxes <= group.max_boxes_per_batch == 24
+    else:  # the fixed runs' largest
+        assert group.max_boxes_per_batch == boxes
+    json.dumps(shapes.to_dict())  # plain data for a plan file
 
 
 def test_pipeline_bound_is_the_old_name_and_scales_by_the_ratio():
