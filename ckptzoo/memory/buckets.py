@@ -83,7 +83,8 @@ def _candidates(candidates):
     """``{shape: total weight}`` of ``[((H, W), weight)]``, checked."""
     out: dict[Shape, float] = {}
     for item in candidates:
-        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and
+                isinstance(item[0], (tuple, list))):
             raise ValueError(f'a candidate is ((H, W), weight), got {item!r}')
         shape, weight = item
         shape = _check_shape(tuple(shape) if isinstance(shape, list) else shape)
