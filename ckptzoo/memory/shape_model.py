@@ -160,8 +160,9 @@ class ShapeCostModel:
                              f'{type(d).__name__}')
         tables = {}
         for key, table in d['tables'].items():
+            shape = parse_shape_key(key)
             try:
-                tables[parse_shape_key(key)] = CostTable.from_dict(table)
+                tables[shape] = CostTable.from_dict(table)
             except (KeyError, TypeError, AttributeError) as exc:
                 raise ValueError(f'the cost table of {key} is not a cost table ({exc!r})') \
                     from exc
