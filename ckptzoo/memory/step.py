@@ -154,9 +154,11 @@ def _fill_boxes(batch, count, num_classes, gen):
     boxes of 1/16 to 1/2 of the image's sides placed inside it, labels uniform over the
     classes."""
     metas = batch.get('img_metas') or [{}] * len(batch['gt_bboxes'])
+    all_labels = batch.get('gt_labels') or [None] * len(batch['gt_bboxes'])  # RPN: none
     for i, boxes in enumerate(batch['gt_bboxes']):
-        labels = batch['gt_labels'][i]
-        boxes, labels = boxes[:count], labels[:count]
+        labels = all_labels[i]
+        boxes = boxes[:count]
+        labels = None if labels is None else labels[:count]
         extra = count - boxes.shape[0]
         if extra > 0:
             h, w = (metas[i].get('img_shape') or batch['img'].shape[-2:])[:2]
@@ -166,9 +168,12 @@ def _fill_boxes(batch, count, num_classes, gen):
             y1 = torch.rand(extra, generator=gen) * (h - bh)
             drawn = torch.stack([x1, y1, x1 + bw, y1 + bh], dim=1)
             boxes = torch.cat([boxes, drawn.to(boxes.dtype)])
-            labels = torch.cat([labels, torch.randint(num_classes, (extra, ), generator=gen)
-                                .to(labels.dtype)])
-        batch['gt_bboxes'][i], batch['gt_labels'][i] = boxes, labels
+            drawn_labels = torch.randint(num_classes, (extra, ), generator=gen)
+            labels = None if labels is None else torch.cat([labels,
+                                                            drawn_labels.to(labels.dtype)])
+        batch['gt_bboxes'][i] = boxes
+        if labels is not None:
+            batch['gt_labels'][i] = labels
 
 
 # ------------------------------------------------------------------------------------------

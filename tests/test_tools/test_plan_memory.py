@@ -108,3 +108,16 @@ def test_train_does_not_train_on_synthetic_batches(tmp_path):
         load_tool('train.py').main([COCO, '--work-dir', str(tmp_path / 'work'),
                                     '--cfg-options'] + TINY_COCO + options)
     assert str(ann) in str(info.value)
+
+
+def test_boxes_with_the_data_on_disk_is_said_to_be_for_synthetic_batches(monkeypatch, capsys):
+    tool = _tool()
+
+    def build_training(*args, **kwargs):
+        raise SystemExit('built')
+    monkeypatch.setattr(tool, 'build_training', build_training)
+    with pytest.raises(SystemExit, match='built'):
+        tool.main([CONFIG, '--budget', '6GB', '--boxes', '30'])
+    assert capsys.readouterr().out == ('plan_memory: --boxes 30 is for synthetic batches; the '
+                                       'training data is on disk and the probe steps on its '
+                                       'own batches\n')
