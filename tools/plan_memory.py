@@ -1,7 +1,7 @@
 """What does a config need, and what is the fastest way to fit a budget?
 
     python tools/plan_memory.py CONFIG [--budget 6GB] [--sweep] [--cfg-options k=v ...]
-                                [--out plan.json] [--work-dir DIR]
+                                [--out plan.json] [--work-dir DIR] [--boxes N]
 
 Prints, per checkpoint unit, the bytes kept for backward and the recompute cost of each mode
 (one probe step per mode at the worst-case input shape), then the plan chosen for the budget
@@ -10,6 +10,11 @@ Prints, per checkpoint unit, the bytes kept for backward and the recompute cost 
 is); ``--sweep`` draws the predicted memory / time of the planner at 20 budgets against
 all-off, every unit checkpointed, every combination of per-stage ``with_cp`` and Chen's
 sqrt(n) (``--out``'s name with ``.png``, or ``plan_sweep.png``).
+
+When the training data is not on disk yet, the plan is made on synthetic batches of the
+pipeline's bound shape with ``--boxes`` ground-truth boxes per image (a detector's), and one
+line says so (:func:`ckptzoo.apis.plan_data.planning_datasets`); tools/train.py still needs
+the data.
 """
 import argparse
 import logging
@@ -24,6 +29,7 @@ from mmengine.config import Config, DictAction  # noqa: E402
 
 from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # noqa: E402
                           prepare_synthetic_data, set_random_seed)
+from ckptzoo.apis.plan_data import DEFAULT_BOXES, planning_datasets  # noqa: E402
 from ckptzoo.memory import (InfeasibleBudget, choose_plan, format_bytes,  # noqa: E402
                             minimum_peak, predict_peak, predict_time, uniform_plan,
                             write_plan_file)
@@ -40,6 +46,10 @@ def parse_args(argv=None):
     parser.add_argument('--work-dir', help='(default: a temporary directory)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings as in tools/train.py')
+    parser.add_argument('--boxes', type=_box_count, default=None,
+                        help='ground-truth boxes per image of the synthetic batches planned on '
+                        'when the training data is not on disk (default '
+                        f'{DEFAULT_BOXES})')
     args = parser.parse_args(argv)
     outputs = ([('--out', args.out)] if args.out else []) + ([('--sweep', _sweep_path(args))]
                                                               if args.sweep else [])
@@ -48,6 +58,17 @@ def parse_args(argv=None):
         if problem:
             parser.error(f'{flag}: cannot write {path}: {problem}')
     return args
+
+
+def _box_count(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(
+            f'must be a positive whole number of boxes per image, got {text!r}')
+    return value
 
 
 def _sweep_path(args):
@@ -114,7 +135,17 @@ def main(argv=None):
         sys.exit('error: no budget: pass --budget 6GB or set memory_budget in the config')
     set_random_seed(cfg.get('seed') or 0)
     prepare_synthetic_data(cfg)
-    run = build_training(cfg, logger=logger)
+    try:
+        datasets, note = planning_datasets(
+            cfg, DEFAULT_BOXES if args.boxes is None else args.boxes)
+    except ValueError as exc:  # no data, and nothing to make synthetic batches from
+        sys.exit(f'error: {exc}')
+    if note is not None:
+        print(f'plan_memory: {note}')
+    elif args.boxes is not None:
+        print(f'plan_memory: --boxes {args.boxes} is for synthetic batches; the training data '
+              'is on disk and the probe steps on its own batches')
+    run = build_training(cfg, datasets=datasets, logger=logger)
     try:
         result = plan_memory(run, cfg, budget, logger=logger)
     except InfeasibleBudget as exc:
