@@ -95,11 +95,14 @@ def _padded(batch, shape):
     return batch
 
 
-def _train(setup, hook=None, plan=None, log_interval=None, steps=None, name='plan_hook'):
-    """Train one epoch over the batches from the same weights; ``(model, forwards)`` with the
-    plan and segments in force at each forward."""
+def _train(setup, hook=None, plan=None, log_interval=None, steps=None, name='plan_hook',
+           **options):
+    """Train one epoch over the batches from the same weights; ``(runner, model, forwards)``
+    with the plan and segments in force at each forward."""
     cfg, state, dataset, batches = setup
     cfg = copy.deepcopy(cfg)
+    cfg.work_dir = osp.join(cfg.work_dir, name)
+    cfg.update(options)
     if plan is not None:
         cfg.checkpoint_plan = plan
     if log_interval is not None:
@@ -160,6 +163,48 @@ def test_no_dominating_bucket_runs_under_the_largest_and_warns_once(setup, caplo
     warned = [r.getMessage() for r in caplog.records if 'fits no memory-plan bucket' in
               r.getMessage()]
     assert len(warned) == 1 and 'batch of shape 64x96' in warned[0]
+
+
+def _logged(caplog, runner):
+    lines = [m for m in caplog.messages if m.startswith('Epoch [')]
+    with open(osp.join(runner.work_dir, f'{runner.timestamp}.log.json')) as f:
+        records = [json.loads(line) for line in f]
+    return lines, records
+
+
+def test_memory_in_the_log_is_the_max_of_the_interval(setup, caplog):
+    """``memory`` (MiB) in the text line and the JSON log is the largest measured peak since
+    the last line: every step with interval 1; with ``memory_check_interval = 2`` only the 2nd
+    and 4th steps, so the largest batch (the 3rd) is not seen."""
+    cfg, state, dataset, batches = setup
+    shapes = [(64, 64), (32, 32), (256, 256), (32, 32)]  # the 3rd: MiBs more than the others
+    real = [batches[0], batches[3]]  # 32x32
+    setup = (cfg, state, dataset, [_padded(real[i % 2], s) for i, s in enumerate(shapes)])
+    every = MemoryPlanHook(interval=1)
+    with caplog.at_level(logging.INFO):
+        runner, _, _ = _train(setup, every, log_interval=2, name='log_every')
+    peaks = [r['peak_bytes'] for r in every.records]
+    assert [r['iter'] for r in every.records] == [0, 1, 2, 3]
+    assert [r['shape'] for r in every.records] == shapes
+    lines, records = _logged(caplog, runner)
+    want = [memory_mib(max(peaks[:2])), memory_mib(max(peaks[2:]))]
+    assert [r['memory'] for r in records] == want
+    assert memory_mib(sum(peaks[2:]) / 2) < want[1]  # the max, not the mean
+    for line, mib in zip(lines, want):
+        assert re.search(rf'data_time: [\d.]+, memory: {mib}, loss_cls', line), line
+    assert list(records[0])[:5] == ['mode', 'epoch', 'iter', 'lr', 'memory']  # mmcv's order
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        runner, _, _ = _train(setup, log_interval=4, name='log_every_2nd',
+                              memory_check_interval=2)
+    hook = next(h for h in runner.hooks if isinstance(h, MemoryPlanHook))
+    assert [r['iter'] for r in hook.records] == [1, 3]
+    lines, records = _logged(caplog, runner)
+    mib = memory_mib(max(r['peak_bytes'] for r in hook.records))
+    assert [r['memory'] for r in records] == [mib]
+    assert f'memory: {mib}, ' in lines[0]
+    assert mib < memory_mib(peaks[2])  # the 3rd step was not measured
 
 
 def test_dominating_fastest_rule():
