@@ -19,7 +19,7 @@ import torch
 from ..registry import HOOKS
 from ..runner.hooks.hook import Hook
 from ..utils.model_wrapper import unwrap_model
-from .budget import format_bytes
+from .budget import format_bytes, parse_budget
 from .trackers import LiveTensorTracker
 
 __all__ = ['MemoryPlanHook', 'PRIORITY', 'batch_shape', 'batch_boxes', 'dominating_fastest',
@@ -88,8 +88,9 @@ class MemoryPlanHook(Hook):
             ``predicted_step_time``; None or ``[]`` keeps the model's plan (measure and log
             only). A batch that no bucket dominates runs under the largest bucket, with a
             warning.
-        budget (int | None): bytes; a measured step above it is reported on
-            ``runner.logger`` and its bucket planned again.
+        budget (int | str | None): bytes, or what ``memory_budget`` takes (``'6GB'``); a
+            measured step above it is reported on ``runner.logger`` and its bucket planned
+            again.
         interval (int): on a CPU, measure every ``interval``-th training step with
             :class:`~ckptzoo.memory.trackers.LiveTensorTracker` (exact, but it slows the step
             it measures); 0: never. On CUDA every step is measured, for free
@@ -114,9 +115,11 @@ class MemoryPlanHook(Hook):
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 0:
             raise ValueError(f'interval must be a non-negative int (0: never measure on a CPU; '
                              f'N: every Nth training step), got {interval!r}')
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
-                                   or budget <= 0):
-            raise ValueError(f'budget must be a positive int of bytes or None, got {budget!r}')
+        if budget is not None:
+            try:
+                budget = parse_budget(budget)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f'MemoryPlanHook budget: {exc}') from None
         for name, fn in (('replan', replan), ('select', select)):
             if fn is not None and not callable(fn):
                 raise TypeError(f'{name} must be callable or None, got {fn!r}')
@@ -125,7 +128,8 @@ class MemoryPlanHook(Hook):
             missing = [a for a in ('shape', 'plan', 'segments', 'predicted_peak_bytes',
                                    'predicted_step_time') if not hasattr(b, a)]
             if missing:
-                raise TypeError(f'buckets[{i}] ({b!r}) lacks {", ".join(missing)}')
+                raise TypeError(f'buckets[{i}] ({b!r}) is not a bucket: it lacks the attributes '
+                                f'{", ".join(missing)}')
         self.budget, self.interval = budget, interval
         self.replan, self.select = replan, select or dominating_fastest
         self._given = list(self.buckets)  # their predictions rank the fallbacks
@@ -141,8 +145,7 @@ class MemoryPlanHook(Hook):
     # ---------------------------------------------------------------------------- the plan
     def before_run(self, runner):
         model = unwrap_model(runner.model)
-        device = next(iter(model.parameters()), torch.empty(0)).device
-        self._cuda = device if device.type == 'cuda' else None
+        self._cuda = _cuda_device(model)
         if self.buckets:
             if not hasattr(model, 'set_checkpoint_plan'):
                 raise TypeError(f'MemoryPlanHook buckets need a model with checkpoint units, '
@@ -279,6 +282,12 @@ class MemoryPlanHook(Hook):
 class _Plan:
     def __init__(self, plan, segments):
         self.plan, self.segments = plan, segments
+
+
+def _cuda_device(model):
+    """The model's CUDA device, None off CUDA."""
+    device = next(iter(model.parameters()), torch.empty(0)).device
+    return device if device.type == 'cuda' else None
 
 
 def _boxes_str(boxes):

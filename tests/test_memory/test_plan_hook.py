@@ -304,3 +304,45 @@ def test_guard_without_replan_takes_the_most_frugal_plan(setup, caplog):
     assert hook.buckets[0].shape == (32, 32) and hook.buckets[0].plan == {'*': 'full'}
     assert hook.buckets[1:] == BUCKETS[1:]
     assert 'training goes on over the budget' in caplog.messages[-1]
+
+
+def test_on_cuda_every_step_is_measured_from_its_start(tmp_path, monkeypatch):
+    """On CUDA the peak is the allocator's, reset at each step's start: every step is measured
+    (``interval`` is for the CPU's costly count) and no tracker runs."""
+    from ckptzoo.memory import plan_hook
+    from tests.test_runner.hook_fakes import FakeRunner
+    allocator = dict(peak=0, resets=0)
+    sizes = [3, 7, 2]
+
+    def step(runner, batch):
+        allocator['peak'] = max(allocator['peak'], sizes[batch] * 2 ** 20)
+        return dict(log_vars={'loss': 1.0}, num_samples=1)
+
+    def reset(device=None):
+        allocator.update(peak=0, resets=allocator['resets'] + 1)
+    monkeypatch.setattr(plan_hook, '_cuda_device', lambda model: torch.device('cuda:0'))
+    monkeypatch.setattr(plan_hook, 'LiveTensorTracker', None)  # not used on CUDA
+    monkeypatch.setattr(torch.cuda, 'max_memory_allocated', lambda device=None: allocator['peak'])
+    monkeypatch.setattr(torch.cuda, 'reset_peak_memory_stats', reset)
+    hook = MemoryPlanHook(interval=0, budget=5 * 2 ** 20)
+    runner = FakeRunner(tmp_path, step_fn=step)
+    runner.register_hook(hook, PRIORITY)
+    runner.run_epochs([0, 1, 2], max_epochs=1)
+    assert [r['peak_bytes'] for r in hook.records] == [3 * 2 ** 20, 7 * 2 ** 20, 2 * 2 ** 20]
+    assert allocator['resets'] == 3
+    assert runner.log_buffer.output['memory'] == 7
+    assert [e['iter'] for e in hook.over_budget] == [1]  # no plan to change: said so
+    assert any('no memory plan to change' in m for m in runner.log_handler.messages)
+
+
+def test_bad_arguments_fail_before_training(setup):
+    with pytest.raises(ValueError, match=r'interval must be a non-negative int.*got -1'):
+        MemoryPlanHook(interval=-1)
+    assert MemoryPlanHook(budget='6GB').budget == 6 * 10 ** 9
+    with pytest.raises(ValueError, match=r"MemoryPlanHook budget: .*got '6gb'"):
+        MemoryPlanHook(budget='6gb')
+    with pytest.raises(TypeError, match=r'buckets\[0\] .* lacks the attributes shape, plan'):
+        MemoryPlanHook([dict(shape=(32, 32))])
+    bad = [Bucket((32, 32), {'backbone.layer9': 'full'}, [], 1, 1.0)]
+    with pytest.raises(KeyError, match=r'the plan of the bucket 32x32: .*backbone.layer9'):
+        _train(setup, MemoryPlanHook(bad), name='bad_plan')
