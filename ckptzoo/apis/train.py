@@ -219,8 +219,9 @@ def build_training(cfg: Config, model: nn.Module | None = None,
     not given), data loaders (datasets from ``cfg.data`` when not given), device / DDP,
     optimizer, runner, optimizer hook (:func:`select_optimizer_hook`), lr / checkpoint / log /
     custom hooks, evaluation and, with ``memory_check_interval``, the memory hook
-    (:class:`~ckptzoo.memory.plan_hook.MemoryPlanHook`, measuring every Nth step on a CPU). ``tools/train.py``, the memory planner and the benchmarks all
-    build their step here, so they measure the step that trains."""
+    (:class:`~ckptzoo.memory.plan_hook.MemoryPlanHook`, measuring every Nth step on a CPU).
+    ``tools/train.py``, the memory planner and the benchmarks all build their step here, so
+    they measure the step that trains."""
     from ..datasets import build_dataloader, build_dataset
     from ..runner.hooks import DistEvalHook, DistSamplerSeedHook, EvalHook
 

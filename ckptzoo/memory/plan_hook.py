@@ -71,8 +71,8 @@ def dominating_fastest(buckets: Sequence[Any], shape: tuple[int, int]) -> Any | 
     return min(fits, key=key)
 
 
-def _plan_key(bucket):
-    return (tuple(bucket.plan.items()), tuple(tuple(s) for s in bucket.segments))
+def _plan_key(plan, segments):
+    return tuple(plan.items()), tuple(tuple(s) for s in segments)
 
 
 @HOOKS.register_module()
@@ -105,8 +105,13 @@ class MemoryPlanHook(Hook):
     ``memory`` in the log (``runner.log_buffer.output['memory']``) is the largest measured
     peak, in MiB, since the last log line. Under DDP the text logger reduces it with MAX to
     rank 0 (every rank logs, and measures, the same iterations); the guard acts on the rank's
-    own measurement. ``records`` (the last 1000 measured steps), ``over_budget`` (every step
-    over the budget and what was done) and ``buckets`` (as re-planned) are kept for reports.
+    own measurement, so ranks may train under different plans (a plan changes no gradient,
+    only what is kept and recomputed). ``records`` (the last 1000
+    measured steps), ``over_budget`` (every step over the budget and what was done) and
+    ``buckets`` (as re-planned; a bucket's ``measured_peak_bytes`` is raised to what its steps
+    measured) are kept for reports, not in checkpoints: a resumed run starts from the buckets
+    it is given. A CPU step that raises leaves its tracker counting until the next step starts
+    or the run ends.
     """
 
     def __init__(self, buckets: Sequence[Any] | None = None, budget: int | None = None,
@@ -172,14 +177,15 @@ class MemoryPlanHook(Hook):
             bucket = max(self.buckets, key=lambda b: (_area(b), b.shape))
             if not self._warned_shape:
                 self._warned_shape = True
-                runner.logger.warning(f'a batch of shape {_shape_str(shape)} fits no memory-plan bucket '
-                              f'({", ".join(_shape_str(b.shape) for b in self.buckets)}): it '
-                              f'runs under the largest, {_shape_str(bucket.shape)} (warned once)')
+                runner.logger.warning(
+                    f'a batch of shape {_shape_str(shape)} fits no memory-plan bucket '
+                    f'({", ".join(_shape_str(b.shape) for b in self.buckets)}): it runs under '
+                    f'the largest, {_shape_str(bucket.shape)} (said once, not for later batches)')
         return bucket
 
     def _apply(self, runner, bucket):
         self.current = bucket
-        key = _plan_key(bucket)
+        key = _plan_key(bucket.plan, bucket.segments)
         if key == self._in_force:
             return
         model = unwrap_model(runner.model)
@@ -262,26 +268,21 @@ class MemoryPlanHook(Hook):
         self._apply(runner, new)
 
     def _frugal(self, bucket):
-        """``(bucket with a more frugal plan, how)``, one rung down the ladder each time: the
-        plan of the bucket of the smallest predicted peak per pixel (as given), then every unit
-        ``'full'``; ``(None, how)`` past its end."""
+        """``(bucket with a more frugal plan, how, rung)``, one rung down the ladder each time:
+        the plan of the bucket of the smallest predicted peak per pixel (as given), then every
+        unit ``'full'``; Nones past its end."""
         best = min(self._given, key=lambda b: b.predicted_peak_bytes / max(_area(b), 1))
         ladder = [(best.plan, best.segments,
                    f'given the plan of the bucket {_shape_str(best.shape)} (the most frugal)'),
                   ({'*': 'full'}, [], "given 'full' on every unit")]
-        key = _plan_key(bucket)
+        key = _plan_key(bucket.plan, bucket.segments)
         for rung in range(self._rungs.get(id(bucket), 0), len(ladder)):
             plan, segments, how = ladder[rung]
-            if _plan_key(_Plan(plan, segments)) != key:
+            if _plan_key(plan, segments) != key:
                 new = copy.copy(bucket)
                 new.plan, new.segments = dict(plan), [list(s) for s in segments]
                 return new, how, rung + 1
         return None, None, None
-
-
-class _Plan:
-    def __init__(self, plan, segments):
-        self.plan, self.segments = plan, segments
 
 
 def _cuda_device(model):

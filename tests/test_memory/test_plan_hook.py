@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-import torch.nn as nn
 from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
@@ -22,8 +21,7 @@ from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
 from ckptzoo.memory.budget import format_bytes
 from ckptzoo.memory.plan_hook import PRIORITY, MemoryPlanHook, dominating_fastest, memory_mib
 from ckptzoo.models.checkpointing.plan import resolve_plan
-from ckptzoo.runner.hooks import CheckpointHook, OptimizerHook, TextLoggerHook
-from ckptzoo.utils.model_wrapper import unwrap_model
+from ckptzoo.runner.hooks import CheckpointHook, OptimizerHook
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -279,8 +277,8 @@ def test_guard_reports_and_replans(setup, caplog):
     assert (event['iter'], event['shape'], event['boxes'], event['bucket']) == \
         (0, (32, 32), boxes, (32, 32))
     msg = [m for m in caplog.messages if 'over the memory budget' in m][0]
-    for part in ('iteration 1', '97.7 KiB', '32x32', f'at most {boxes} ground-truth box', 'bucket 32x32',
-                 'planned again'):
+    for part in ('iteration 1', '97.7 KiB', 'batch 32x32', f'at most {boxes} ground-truth box',
+                 'bucket 32x32', 'planned again'):
         assert part in msg, (part, msg)
     assert format_bytes(peak) in msg
 

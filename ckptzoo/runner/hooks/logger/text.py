@@ -72,9 +72,9 @@ class TextLoggerHook(LoggerHook):
         file_client_args (dict | None): accepted for mmcv configs; only local disk is supported.
 
     Fixes over mmcv: ``memory`` is the peak of the logged interval (mmcv printed the peak since
-    the start of the run, so a bad batch hid every later line's figure); the ETA averages the time of every iteration since the start (mmcv counted
-    ``interval`` iterations per log line, which under-counts when an epoch's length is not a
-    multiple of the interval).
+    the start of the run, so one large batch hid every later line's figure); the ETA averages
+    the time of every iteration since the start (mmcv counted ``interval`` iterations per log
+    line, which under-counts when an epoch's length is not a multiple of the interval).
     """
 
     def __init__(self, by_epoch=True, interval=10, ignore_last=True, reset_flag=False,
