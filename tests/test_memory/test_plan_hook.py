@@ -100,7 +100,8 @@ def _train(setup, hook=None, plan=None, log_interval=None, steps=None, name='pla
     cfg, state, dataset, batches = setup
     cfg = copy.deepcopy(cfg)
     cfg.work_dir = osp.join(cfg.work_dir, name)
-    cfg.update(options)
+    for key, value in options.items():
+        cfg[key] = value
     if plan is not None:
         cfg.checkpoint_plan = plan
     if log_interval is not None:
@@ -151,6 +152,18 @@ def test_the_plan_follows_the_batch_and_changes_no_number(setup):
                 assert torch.equal(p.grad, q.grad), name
         for (name, b), c in zip(per_batch.named_buffers(), other.buffers()):
             assert torch.equal(b, c), name
+
+
+def test_iter_based_runner(setup):
+    """The iteration-based runner sets ``data_batch`` before the hooks too."""
+    hook = MemoryPlanHook(copy.deepcopy(BUCKETS), interval=2)
+    _, model, forwards = _train(setup, hook, name='iter_based',
+                                runner=dict(type='IterBasedRunner', max_iters=4))
+    assert [f[0] for f in forwards] == SHAPES
+    for (shape, plan, segments), b in zip(forwards, [BUCKETS[i] for i in (0, 1, 2, 0)]):
+        assert (plan, segments) == (_exact_plan(model, b), b.segments), shape
+    assert [(r['iter'], r['shape'], r['bucket']) for r in hook.records] == \
+        [(1, (64, 32), (64, 64)), (3, (32, 32), (32, 32))]
 
 
 def test_no_dominating_bucket_runs_under_the_largest_and_warns_once(setup, caplog):
