@@ -19,11 +19,11 @@ import torch
 from ..registry import HOOKS
 from ..runner.hooks.hook import Hook
 from ..utils.model_wrapper import unwrap_model
+from .buckets import bucket_for
 from .budget import format_bytes, parse_budget
 from .trackers import LiveTensorTracker
 
-__all__ = ['MemoryPlanHook', 'PRIORITY', 'batch_shape', 'batch_boxes', 'dominating_fastest',
-           'memory_mib']
+__all__ = ['MemoryPlanHook', 'PRIORITY', 'batch_shape', 'batch_boxes', 'memory_mib']
 
 #: after the optimizer hook (ABOVE_NORMAL, 40: its ``after_train_iter`` runs the backward and
 #: the step that a measurement must include), before the checkpoint hook (NORMAL, 50)
@@ -56,21 +56,6 @@ def _area(bucket):
     return bucket.shape[0] * bucket.shape[1]
 
 
-def dominating_fastest(buckets: Sequence[Any], shape: tuple[int, int]) -> Any | None:
-    """The bucket with the smallest ``predicted_step_time`` among those whose shape dominates
-    ``shape`` (``h <= H`` and ``w <= W``); an unknown time counts as slowest, ties go to the
-    smaller bucket, then to the first. None when no bucket dominates (``bucket_for``'s rule)."""
-    h, w = shape
-    fits = [b for b in buckets if h <= b.shape[0] and w <= b.shape[1]]
-    if not fits:
-        return None
-
-    def key(b):
-        t = b.predicted_step_time
-        return (float('inf') if t is None else t, _area(b))
-    return min(fits, key=key)
-
-
 def _plan_key(plan, segments):
     return tuple(plan.items()), tuple(tuple(s) for s in segments)
 
@@ -83,9 +68,9 @@ class MemoryPlanHook(Hook):
     ``after_train_iter`` sees the backward and the optimizer step.
 
     Args:
-        buckets (list | None): bucket objects with ``shape`` ``(H, W)``, ``plan``
-            (``{unit: mode}``), ``segments``, ``predicted_peak_bytes`` and
-            ``predicted_step_time``; None or ``[]`` keeps the model's plan (measure and log
+        buckets (list | None): :class:`~ckptzoo.memory.buckets.Bucket` (or objects with its
+            ``shape``, ``plan``, ``segments``, ``predicted_peak_bytes`` and
+            ``predicted_step_time``, when ``select`` reads only those); None or ``[]`` keeps the model's plan (measure and log
             only). A batch that no bucket dominates runs under the largest bucket, with a
             warning.
         budget (int | str | None): bytes, or what ``memory_budget`` takes (``'6GB'``); a
@@ -100,7 +85,7 @@ class MemoryPlanHook(Hook):
             bucket takes the plan of the most frugal bucket (the smallest predicted peak per
             pixel), else every unit ``'full'``.
         select (callable | None): ``select(buckets, shape)`` -> bucket or None; default
-            :func:`dominating_fastest`.
+            :func:`~ckptzoo.memory.buckets.bucket_for` (the fastest dominating bucket).
 
     ``memory`` in the log (``runner.log_buffer.output['memory']``) is the largest measured
     peak, in MiB, since the last log line. Under DDP the text logger reduces it with MAX to
@@ -136,7 +121,7 @@ class MemoryPlanHook(Hook):
                 raise TypeError(f'buckets[{i}] ({b!r}) is not a bucket: it lacks the attributes '
                                 f'{", ".join(missing)}')
         self.budget, self.interval = budget, interval
-        self.replan, self.select = replan, select or dominating_fastest
+        self.replan, self.select = replan, select or bucket_for
         self._given = list(self.buckets)  # their predictions rank the fallbacks
         self._rungs = {}  # id(bucket) -> how far down the fallbacks it went
         self.records = collections.deque(maxlen=1000)

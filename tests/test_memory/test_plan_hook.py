@@ -7,7 +7,6 @@ import json
 import logging
 import os.path as osp
 import re
-from dataclasses import dataclass
 
 import pytest
 import torch
@@ -19,22 +18,12 @@ from ckptzoo.apis.train import build_train_model
 from ckptzoo.datasets import generate_voc
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
 from ckptzoo.memory.budget import format_bytes
-from ckptzoo.memory.plan_hook import PRIORITY, MemoryPlanHook, dominating_fastest, memory_mib
+from ckptzoo.memory.buckets import Bucket
+from ckptzoo.memory.plan_hook import PRIORITY, MemoryPlanHook, memory_mib
 from ckptzoo.models.checkpointing.plan import resolve_plan
 from ckptzoo.runner.hooks import CheckpointHook, OptimizerHook
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-
-@dataclass
-class Bucket:
-    """A stand-in of ckptzoo.memory.buckets.Bucket (the hook reads it by its attributes)."""
-    shape: tuple
-    plan: dict
-    segments: list
-    predicted_peak_bytes: int
-    predicted_step_time: float = None
-    measured_peak_bytes: int = None
 
 
 SEGMENT = ['backbone.layer1.0', 'backbone.layer3.1']
@@ -216,14 +205,6 @@ def test_memory_in_the_log_is_the_max_of_the_interval(setup, caplog):
     assert [r['memory'] for r in records] == [mib]
     assert f'memory: {mib}, ' in lines[0]
     assert mib < memory_mib(peaks[2])  # the 3rd step was not measured
-
-
-def test_dominating_fastest_rule():
-    assert dominating_fastest(BUCKETS, (32, 32)) is BUCKETS[0]
-    assert dominating_fastest(BUCKETS, (33, 32)) is BUCKETS[1]
-    assert dominating_fastest(BUCKETS, (32, 65)) is BUCKETS[2]
-    assert dominating_fastest(BUCKETS, (65, 10)) is BUCKETS[3]
-    assert dominating_fastest(BUCKETS, (97, 1)) is None
 
 
 def test_select_is_injected(setup):
