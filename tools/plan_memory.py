@@ -2,6 +2,7 @@
 
     python tools/plan_memory.py CONFIG [--budget 6GB] [--sweep] [--cfg-options k=v ...]
                                 [--out plan.json] [--report report.html] [--work-dir DIR]
+                                [--boxes N]
 
 Prints, per checkpoint unit, the bytes kept for backward and the recompute cost of each mode
 (one probe step per mode at the worst-case input shape), then the plan chosen for the budget
@@ -13,6 +14,11 @@ sqrt(n) (``--out``'s name with ``.png``, or ``plan_sweep.png``). ``--report`` wr
 memory report, one HTML page that opens from disk: the step's memory over time (plain and the
 plan, recorded in the planner's own steps), per unit the bytes kept and the recompute of each
 mode, the fixed memory, and with ``--sweep`` the memory / time curve.
+
+When the training data is not on disk yet, the plan is made on synthetic batches of the
+pipeline's bound shape with ``--boxes`` ground-truth boxes per image (a detector's), and one
+line says so (:func:`ckptzoo.apis.plan_data.planning_datasets`); tools/train.py still needs
+the data.
 """
 import argparse
 import logging
@@ -27,6 +33,7 @@ from mmengine.config import Config, DictAction  # noqa: E402
 
 from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # noqa: E402
                           prepare_synthetic_data, set_random_seed)
+from ckptzoo.apis.plan_data import DEFAULT_BOXES, planning_datasets  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget, format_bytes, write_plan_file  # noqa: E402
 from ckptzoo.memory.baselines import memory_time_sweep  # noqa: E402
 from ckptzoo.memory.html_report import write_memory_report  # noqa: E402
@@ -44,6 +51,10 @@ def parse_args(argv=None):
     parser.add_argument('--work-dir', help='(default: a temporary directory)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings as in tools/train.py')
+    parser.add_argument('--boxes', type=_box_count, default=None,
+                        help='ground-truth boxes per image of the synthetic batches planned on '
+                        'when the training data is not on disk (default '
+                        f'{DEFAULT_BOXES})')
     args = parser.parse_args(argv)
     outputs = ([('--out', args.out)] if args.out else []) + ([('--sweep', _sweep_path(args))]
                                                               if args.sweep else []) + \
@@ -53,6 +64,17 @@ def parse_args(argv=None):
         if problem:
             parser.error(f'{flag}: cannot write {path}: {problem}')
     return args
+
+
+def _box_count(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(
+            f'must be a positive whole number of boxes per image, got {text!r}')
+    return value
 
 
 def _sweep_path(args):
@@ -114,7 +136,17 @@ def main(argv=None):
                  + (' (--report draws a plan for a budget)' if args.report else ''))
     set_random_seed(cfg.get('seed') or 0)
     prepare_synthetic_data(cfg)
-    run = build_training(cfg, logger=logger)
+    try:
+        datasets, note = planning_datasets(
+            cfg, DEFAULT_BOXES if args.boxes is None else args.boxes)
+    except ValueError as exc:  # no data, and nothing to make synthetic batches from
+        sys.exit(f'error: {exc}')
+    if note is not None:
+        print(f'plan_memory: {note}')
+    elif args.boxes is not None:
+        print(f'plan_memory: --boxes {args.boxes} is for synthetic batches; the training data '
+              'is on disk and the probe steps on its own batches')
+    run = build_training(cfg, datasets=datasets, logger=logger)
     try:
         with record_timelines() as timelines:
             result = plan_memory(run, cfg, budget, logger=logger)

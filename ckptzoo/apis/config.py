@@ -30,7 +30,8 @@ from mmengine.config import Config
 from ..registry import (DATASETS, HOOKS, MODELS, OPTIMIZERS, RUNNERS, TASK_UTILS, TRANSFORMS,
                         UnknownKeyError, check_type, accepted_args, check_keys)
 
-__all__ = ['ConfigError', 'KNOWN_KEYS', 'load_config', 'check_config']
+__all__ = ['ConfigError', 'KNOWN_KEYS', 'load_config', 'check_config',
+           'memory_check_interval']
 
 
 class ConfigError(ValueError):
@@ -45,7 +46,7 @@ KNOWN_KEYS = frozenset((
     'resume_from', 'auto_resume', 'seed', 'device', 'dist_params', 'log_level',
     'find_unused_parameters', 'cudnn_benchmark', 'opencv_num_threads', 'mp_start_method',
     'custom_imports', 'checkpoint_plan', 'checkpoint_segments', 'memory_budget',
-    'synthetic_data'))
+    'memory_check_interval', 'synthetic_data'))
 
 DATA_KEYS = ('samples_per_gpu', 'workers_per_gpu', 'persistent_workers', 'train', 'val', 'test',
              'train_dataloader', 'val_dataloader', 'test_dataloader')
@@ -167,6 +168,20 @@ def check_config(cfg: Config, distributed: bool = False, validate: bool = True) 
     _check_plain(cfg.get('auto_scale_lr'), AUTO_SCALE_LR_KEYS, 'auto_scale_lr')
     _check_dist_params(cfg.get('dist_params'))
     _check_synthetic_data(cfg.get('synthetic_data'))
+    memory_check_interval(cfg)
+
+
+def memory_check_interval(cfg: Config) -> int:
+    """``memory_check_interval``: measure every Nth training step's peak memory on a CPU and
+    log it as ``memory`` (CUDA logs it anyway); 0 (the default) is off."""
+    value = cfg.get('memory_check_interval', 0)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f'memory_check_interval must be a non-negative int (0: off; N: '
+                          f'measure the peak memory of every Nth training step on a CPU), got '
+                          f'{value!r}')
+    return value
 
 
 def _warn_near_misses(cfg):

@@ -23,7 +23,9 @@ from ..runner import BaseRunner, EpochBasedRunner, MMDistributedDataParallel
 from ..runner.checkpoint import find_latest_checkpoint
 from ..runner.hooks import Hook
 from ..runner.work_dir import check_work_dir, expand_path
+from ..memory.plan_hook import PRIORITY as PLAN_HOOK_PRIORITY, MemoryPlanHook
 from ..utils.model_wrapper import unwrap_model
+from .config import memory_check_interval
 from .options import TrainingOptions, samples_per_gpu_of, select_optimizer_hook
 from .plan import plan_training, resolve_auto_with_cp, run_for_plan
 
@@ -216,8 +218,10 @@ def build_training(cfg: Config, model: nn.Module | None = None,
     """The one assembly of a training run from a config: model (built from ``cfg.model`` when
     not given), data loaders (datasets from ``cfg.data`` when not given), device / DDP,
     optimizer, runner, optimizer hook (:func:`select_optimizer_hook`), lr / checkpoint / log /
-    custom hooks and evaluation. ``tools/train.py``, the memory planner and the benchmarks all
-    build their step here, so they measure the step that trains."""
+    custom hooks, evaluation and, with ``memory_check_interval``, the memory hook
+    (:class:`~ckptzoo.memory.plan_hook.MemoryPlanHook`, measuring every Nth step on a CPU).
+    ``tools/train.py``, the memory planner and the benchmarks all build their step here, so
+    they measure the step that trains."""
     from ..datasets import build_dataloader, build_dataset
     from ..runner.hooks import DistEvalHook, DistSamplerSeedHook, EvalHook
 
@@ -265,6 +269,9 @@ def build_training(cfg: Config, model: nn.Module | None = None,
         cfg.get('momentum_config'), custom_hooks_config=cfg.get('custom_hooks'))
     if distributed and isinstance(runner, EpochBasedRunner):
         runner.register_hook(DistSamplerSeedHook())
+    interval = memory_check_interval(cfg)
+    if interval:
+        runner.register_hook(MemoryPlanHook(interval=interval), priority=PLAN_HOOK_PRIORITY)
 
     if validate and data_cfg.get('val') is None:
         runner.logger.warning('the config has no data.val: training without validation')

@@ -8,6 +8,7 @@ from .custom import CustomDataset
 from .dataset_wrappers import ConcatDataset, RepeatDataset
 from .pipelines import *  # noqa: F401,F403
 from .sample_seed import SeededIndex, sample_rng, sample_seed
+from .stand_in import StandInDataset
 from .synthetic_coco import generate_coco
 from .synthetic_voc import SYNTHETIC_CLASSES, generate_voc
 from .voc import VOCDataset, XMLDataset
@@ -16,5 +17,5 @@ __all__ = ['DistributedGroupSampler', 'DistributedSampler', 'GroupSampler', 'See
            'sample_rng', 'sample_seed', 'build_dataloader', 'build_dataset',
            'collate', 'sync_random_seed', 'worker_init_fn', 'BaseClassificationDataset', 'ImageFolderDataset',
            'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset',
-           'RepeatDataset',
+           'RepeatDataset', 'StandInDataset',
            'SYNTHETIC_CLASSES', 'generate_coco', 'generate_voc', 'VOCDataset', 'XMLDataset']

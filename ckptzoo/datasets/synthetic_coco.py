@@ -15,6 +15,10 @@ object (the second of each split always), and some hold a crowd: a cluster of sm
 one class under one ``iscrowd=1`` box with an uncompressed RLE mask (the first image of each
 split holds only a crowd). The same arguments give byte-identical files.
 
+Users' data is rarely one size: ``img_shapes`` gives each image its ``(h, w)`` in turn
+(landscape, portrait, wide, square ...), and ``crowded_objects`` makes the third image of each
+split a crowded one (that many small shapes, e.g. 150), so the box counts range from 0 to it.
+
 Generation writes into a temporary folder renamed into place with a marker file (holding the
 arguments) written last, so an interrupted run leaves nothing half-made and calling
 ``generate_coco`` again (e.g. from a config's ``synthetic_data`` on first use) is a no-op.
@@ -34,6 +38,8 @@ from .synthetic_voc import (SHAPE_COLORS, SYNTHETIC_CLASSES, _draw, _iou, _make_
 
 MARKER = '.ckptzoo_synthetic_coco_complete.json'
 CROWD_SHAPE_SIZE = (6, 9)  # px: the small shapes a crowd is made of
+CROWDED_INDEX = 2  # the image of each split that ``crowded_objects`` fills
+CROWDED_ATTEMPTS = 200  # tries per object of the crowded image at a free spot
 
 
 def _rle(mask):
@@ -88,15 +94,29 @@ def _add_crowd(rng, img, boxes, classes):
 
 
 def _split(rng, tmp, split, n, first_img_id, first_ann_id, cat_ids, classes, h_range, w_range,
-           obj_size, max_objects, crowd_ratio):
+           obj_size, max_objects, crowd_ratio, img_shapes=None, crowded=None):
     os.makedirs(osp.join(tmp, split))
     images, anns = [], []
     ann_id = first_ann_id
     for i in range(n):
         img_id = first_img_id + 7 * i
-        img, objects = _make_image(rng, classes, h_range, w_range, obj_size,
-                                   0 if i < 2 else max_objects, min_objects=0,
-                                   keep_masks=True)
+        if img_shapes:
+            h, w = img_shapes[i % len(img_shapes)]
+            h_range, w_range = (h, h), (w, w)
+        if crowded and i == CROWDED_INDEX:
+            count, size = crowded
+            img, objects = _make_image(rng, classes, h_range, w_range, size, count,
+                                       min_objects=count, keep_masks=True,
+                                       attempts=CROWDED_ATTEMPTS)
+            if len(objects) < count:
+                raise ValueError(
+                    f'crowded_objects={count}: only {len(objects)} objects of {size} px fit '
+                    f'the {h_range[0]}x{w_range[0]} crowded image; choose a larger image '
+                    f'(img_shapes) or smaller objects (crowded_obj_size)')
+        else:
+            img, objects = _make_image(rng, classes, h_range, w_range, obj_size,
+                                       0 if i < 2 else max_objects, min_objects=0,
+                                       keep_masks=True)
         items = [(classes.index(o['name']), o['mask'], 0) for o in objects]
         if i != 1 and (i == 0 or rng.random() < crowd_ratio):
             boxes = [(b[0] - 1, b[1] - 1, b[2], b[3]) for b in (o['bbox'] for o in objects)]
@@ -121,9 +141,15 @@ def _split(rng, tmp, split, n, first_img_id, first_ann_id, cat_ids, classes, h_r
 
 def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)),
                   classes=SYNTHETIC_CLASSES, names=None, cat_ids=None, seed=0,
-                  obj_size=(16, 48), max_objects=3, crowd_ratio=0.2):
+                  obj_size=(16, 48), max_objects=3, crowd_ratio=0.2, img_shapes=None,
+                  crowded_objects=0, crowded_obj_size=(8, 24)):
     """Write the dataset into ``root`` unless it is already complete with the same arguments;
     return ``root``.
+
+    ``img_shapes`` (a list of ``(h, w)``) gives image ``i`` of each split the size
+    ``img_shapes[i % len(img_shapes)]`` instead of a random one within ``img_size``.
+    ``crowded_objects`` (> 0) fills the third image of each split with exactly that many shapes
+    of ``crowded_obj_size`` px (an error when they do not fit); 0 makes no crowded image.
 
     ``names`` (one per class) are the category names written instead of the shape names, e.g.
     COCO's, so a config with COCO's 80 classes reads the data; ``cat_ids`` their ids (default
@@ -155,10 +181,31 @@ def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)
     obj_size = _range(obj_size, 'obj_size')
     if not isinstance(max_objects, int) or max_objects < 1:
         raise ValueError(f'max_objects must be a positive int, got {max_objects!r}')
+    if img_shapes is not None:
+        img_shapes = [tuple(s) if isinstance(s, (tuple, list)) else s for s in img_shapes] \
+            if isinstance(img_shapes, (tuple, list)) else img_shapes
+        if not isinstance(img_shapes, list) or not img_shapes or not all(
+                isinstance(s, tuple) and len(s) == 2 and
+                all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in s)
+                for s in img_shapes):
+            raise ValueError(f'img_shapes must be a non-empty list of (h, w) pairs of positive '
+                             f'ints, got {img_shapes!r}')
+    if isinstance(crowded_objects, bool) or not isinstance(crowded_objects, int) \
+            or crowded_objects < 0:
+        raise ValueError(f'crowded_objects must be a non-negative int (0: no crowded image), '
+                         f'got {crowded_objects!r}')
+    crowded_obj_size = _range(crowded_obj_size, 'crowded_obj_size')
     params = dict(num_train=num_train, num_val=num_val, img_size=[list(h_range), list(w_range)],
                   classes=list(classes), names=list(names), cat_ids=list(cat_ids), seed=seed,
                   obj_size=list(obj_size), max_objects=max_objects, crowd_ratio=crowd_ratio,
                   version=1)
+    # recorded only when used, so the defaults keep the marker of the datasets made before them
+    if img_shapes is not None:
+        params['img_shapes'] = [list(s) for s in img_shapes]
+    if crowded_objects:
+        params['crowded_objects'] = crowded_objects
+        params['crowded_obj_size'] = list(crowded_obj_size)
+    crowded = (crowded_objects, crowded_obj_size) if crowded_objects else None
 
     root = osp.abspath(root)
 
@@ -171,7 +218,7 @@ def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)
                                        ('val2017', num_val, 500000)):
             images, anns, ann_id = _split(rng, tmp, split, n, first_img_id, ann_id, cat_ids,
                                           classes, h_range, w_range, obj_size, max_objects,
-                                          crowd_ratio)
+                                          crowd_ratio, img_shapes, crowded)
             with open(osp.join(tmp, 'annotations', f'instances_{split}.json'), 'w',
                       encoding='utf-8') as f:
                 json.dump(dict(info=dict(description='ckptzoo synthetic shapes', version='1'),
@@ -182,15 +229,28 @@ def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)
     return root
 
 
+def _shapes_arg(text):
+    try:
+        return [tuple(int(v) for v in part.lower().split('x', 1)) for part in text.split(',')]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'image sizes must be HxW,HxW,... (e.g. '
+                                         f'480x640,640x480), got {text!r}') from None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description='Write a small synthetic COCO-format dataset.')
     parser.add_argument('root', help='writes ROOT/annotations, ROOT/train2017, ROOT/val2017')
     parser.add_argument('--num-train', type=int, default=64)
     parser.add_argument('--num-val', type=int, default=16)
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--img-shapes', type=_shapes_arg, default=None,
+                        help='image sizes used in turn, HxW,HxW,... e.g. 480x640,640x480')
+    parser.add_argument('--crowded-objects', type=int, default=0,
+                        help='shapes in the third image of each split (0: none)')
     args = parser.parse_args(argv)
     out = generate_coco(args.root, num_train=args.num_train, num_val=args.num_val,
-                        seed=args.seed)
+                        seed=args.seed, img_shapes=args.img_shapes,
+                        crowded_objects=args.crowded_objects)
     print(f'synthetic COCO dataset ready at {out}')
 
 

@@ -95,8 +95,10 @@ def _iou(a, b):
 
 
 def _make_image(rng, classes, h_range, w_range, obj_size, max_objects, min_objects=1,
-                keep_masks=False):
-    """An image and its objects (VOC boxes); ``keep_masks`` adds each object's ``mask``."""
+                keep_masks=False, attempts=20):
+    """An image and its objects (VOC boxes); ``keep_masks`` adds each object's ``mask``. Each
+    object gets ``attempts`` tries at a spot overlapping no placed one (IoU < 0.05); one that
+    finds none is left out."""
     h = int(rng.integers(h_range[0], h_range[1] + 1))
     w = int(rng.integers(w_range[0], w_range[1] + 1))
     bg = int(rng.integers(90, 170))
@@ -105,7 +107,7 @@ def _make_image(rng, classes, h_range, w_range, obj_size, max_objects, min_objec
     objects, placed = [], []
     num = int(rng.integers(min_objects, max_objects + 1))
     for _ in range(num):
-        for _attempt in range(20):
+        for _attempt in range(attempts):
             cls = int(rng.integers(len(classes)))
             s = int(rng.integers(obj_size[0], min(obj_size[1], h, w) + 1))
             truncated = rng.random() < 0.1

@@ -6,14 +6,20 @@ when the run resumes. A file that is not such a plan (corrupt, truncated, anothe
 JSON) is refused with its path and how to plan again, instead of a bare ``JSONDecodeError`` /
 ``KeyError``. A plan made for another budget or batch is not reused silently:
 :func:`plan_changes` says what changed, and the planner plans again.
+
+A plan per batch-shape bucket (:mod:`~ckptzoo.memory.buckets`) keeps the largest bucket's
+plan at the top level (``plan``, ``segments``), so that a reader that knows no buckets trains
+every batch safely; a file without ``buckets`` is one bucket, the worst-case shape's.
 """
 import json
 import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
+from .buckets import Bucket
 from .budget import format_bytes
 from .cost_table import MODES, CostTable
+from .shape_model import ShapeCostModel
 
 __all__ = ['PLAN_FILE', 'PlanResult', 'PlanFileError', 'read_plan_file', 'write_plan_file',
            'plan_changes', 'REQUIRED']
@@ -33,7 +39,12 @@ class PlanResult:
     ``segments`` (``[[first unit, last unit]]``), the options it trains with (``fp16``,
     ``cumulative_iters``, ``samples_per_gpu``), the step times, the margin and re-plans the
     validation needed, the probe's cost ``table`` (not saved) and the options as ``configured``
-    before the outer search changed them (None when it did not run)."""
+    before the outer search changed them (None when it did not run). Planned per batch shape:
+    ``buckets`` (the largest, whose plan ``plan`` and ``segments`` are, first), the ground-truth
+    boxes per image the probe batches had, ``shapes_note`` (how the batch shapes were found,
+    e.g. why the pipeline's bound stood in for the data) and ``cost_model``
+    (:meth:`ShapeCostModel.to_dict`, so that a resumed run can plan a bucket again without
+    probing)."""
 
     budget_bytes: int
     predicted_peak_bytes: int
@@ -49,6 +60,10 @@ class PlanResult:
     replans: int = 0
     table: CostTable | None = field(default=None, repr=False)
     configured: dict[str, Any] | None = None
+    buckets: list[Bucket] | None = None
+    boxes_per_image: int | None = None
+    shapes_note: str | None = None
+    cost_model: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -65,12 +80,21 @@ class PlanResult:
         if self.configured is not None:
             out['configured'] = dict(self.configured)
         out['plan'] = dict(self.plan)
+        if self.buckets is not None:
+            out['buckets'] = [b.to_json() for b in self.buckets]
+        for key in ('boxes_per_image', 'shapes_note', 'cost_model'):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> 'PlanResult':
         """The plan of a plan file's content (checked by :func:`read_plan_file`)."""
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d and k != 'table'})
+        kwargs = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != 'table'}
+        if kwargs.get('buckets') is not None:
+            kwargs['buckets'] = [b if isinstance(b, Bucket) else Bucket.from_json(b)
+                                 for b in kwargs['buckets']]
+        return cls(**kwargs)
 
 
 class PlanFileError(ValueError):
@@ -93,16 +117,71 @@ def _problem(data: Any) -> str | None:
                    f'int, got {value!r}'
         if kind is not int and not isinstance(value, kind):
             return f'{key} must be a {kind.__name__}, got {value!r}'
-    modes = [m for m in data['plan'].values() if m not in MODES]
-    if modes:
-        return f'unknown mode {modes[0]!r} in plan (modes: {", ".join(map(str, MODES))})'
-    if not all(isinstance(s, list) and len(s) == 2 and all(isinstance(u, str) for u in s)
-               for s in data['segments']):
-        return 'segments must be [first unit, last unit] pairs'
+    problem = _plan_problem(data['plan'], data['segments'], '')
+    if problem:
+        return problem
     configured = data.get('configured')
     if configured is not None and (not isinstance(configured, dict)
                                    or set(configured) != set(_OPTIONS)):
         return f'configured must hold {", ".join(_OPTIONS)}, got {configured!r}'
+    return _buckets_problem(data)
+
+
+def _is_int(value, least=0):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least
+
+
+def _plan_problem(plan, segments, where):
+    """Why ``plan`` / ``segments`` are not a plan's, or None."""
+    if not isinstance(plan, dict):
+        return f'{where}plan must be a dict, got {plan!r}'
+    modes = [m for m in plan.values() if m not in MODES]
+    if modes:
+        return f'unknown mode {modes[0]!r} in {where}plan (modes: {", ".join(map(str, MODES))})'
+    if not isinstance(segments, list) or not all(
+            isinstance(s, list) and len(s) == 2 and all(isinstance(u, str) for u in s)
+            for s in segments):
+        return f'{where}segments must be [first unit, last unit] pairs'
+    return None
+
+
+def _buckets_problem(data):
+    """Why the per-shape part of ``data`` is not a plan's, or None."""
+    boxes = data.get('boxes_per_image')
+    if boxes is not None and not _is_int(boxes):
+        return f'boxes_per_image must be a non-negative int or null, got {boxes!r}'
+    note = data.get('shapes_note')
+    if note is not None and not isinstance(note, str):
+        return f'shapes_note must be a string or null, got {note!r}'
+    buckets = data.get('buckets')
+    if buckets is not None:
+        if not isinstance(buckets, list) or not buckets:
+            return f'buckets must be a non-empty list, got {buckets!r}'
+        for i, b in enumerate(buckets):
+            where = f'buckets[{i}]'
+            if not isinstance(b, dict):
+                return f'{where} must be an object, got {b!r}'
+            shape = b.get('shape')
+            if not (isinstance(shape, list) and len(shape) == 2 and
+                    all(_is_int(s, 1) for s in shape)):
+                return f'{where}.shape must be [H, W] with positive ints, got {shape!r}'
+            problem = _plan_problem(b.get('plan'), b.get('segments', []), f'{where}.')
+            if problem:
+                return problem
+            for key in ('predicted_peak_bytes', 'measured_peak_bytes'):
+                value = b.get(key)
+                if (value is not None or key == 'predicted_peak_bytes') and not _is_int(value):
+                    return f'{where}.{key} must be a non-negative int, got {value!r}'
+            time = b.get('predicted_step_time')
+            if time is not None and (isinstance(time, bool) or
+                                     not isinstance(time, numbers.Real) or time < 0):
+                return f'{where}.predicted_step_time must be a number >= 0, got {time!r}'
+    model = data.get('cost_model')
+    if model is not None:
+        try:
+            ShapeCostModel.from_dict(model)
+        except (ValueError, KeyError, TypeError) as exc:
+            return f'cost_model is not a cost model of batch shapes ({exc})'
     return None
 
 

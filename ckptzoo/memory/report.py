@@ -1,12 +1,13 @@
 """What the planner measured and chose, as text tables for a terminal or a log."""
 from __future__ import annotations
 
+from .buckets import Bucket
 from .budget import format_bytes
 from .cost_table import MODES, CostTable
 from .peak import plan_from_modes, predict_time, unit_kept
 from .plan_file import PlanResult
 
-__all__ = ['plan_table', 'cost_report']
+__all__ = ['plan_table', 'bucket_table', 'cost_report']
 
 
 def _fixed_text(table: CostTable) -> str:
@@ -46,6 +47,25 @@ def plan_table(result: PlanResult) -> str:
                  f'samples_per_gpu={result.samples_per_gpu}')
     if fixed:
         lines.append(f'fixed: {fixed}')
+    if result.buckets is not None and len(result.buckets) > 1:
+        lines += bucket_table(result.buckets).splitlines()
+    if result.shapes_note:
+        lines.append(f'batch shapes: {result.shapes_note}')
+    return '\n'.join(lines)
+
+
+def bucket_table(buckets: list[Bucket]) -> str:
+    """One row per batch-shape bucket: its bound, predicted peak and step time, how many units
+    train in each mode (a segment's units as ``full``) and how many segments."""
+    modes = [m for m in MODES if any(m in b.plan.values() for b in buckets)] or [None]
+    lines = [f'{"bucket HxW":<12} {"peak MiB":>9} {"step ms":>8} ' +
+             ' '.join(f'{str(m):>9}' for m in modes) + f' {"segments":>8}']
+    for b in buckets:
+        counts = [sum(1 for v in b.plan.values() if v == m) for m in modes]
+        ms = 'n/a' if b.predicted_step_time is None else f'{b.predicted_step_time * 1e3:.0f}'
+        lines.append(f'{"x".join(map(str, b.shape)):<12} '
+                     f'{b.predicted_peak_bytes / 2 ** 20:>9.1f} {ms:>8} ' +
+                     ' '.join(f'{c:>9}' for c in counts) + f' {len(b.segments):>8}')
     return '\n'.join(lines)
 
 

@@ -43,19 +43,23 @@ _INF = float('inf')
 class InfeasibleBudget(ValueError):
     """No plan fits: ``minimum`` is the :class:`Solution` with the smallest predicted peak;
     ``options`` the settings beyond the checkpoint plan that reach it (``fp16``,
-    ``cumulative_iters``, ``samples_per_gpu``), when the outer search tried them."""
+    ``cumulative_iters``, ``samples_per_gpu``), when the outer search tried them; ``shape``
+    the batch shape ``(H, W)`` (a bucket's bound) nothing fits at, when planning per shape."""
 
     def __init__(self, budget: int, minimum: Solution, message: str | None = None,
-                 options: Mapping[str, Any] | None = None, notes: Iterable[str] = ()):
+                 options: Mapping[str, Any] | None = None, notes: Iterable[str] = (),
+                 shape: tuple[int, int] | None = None):
         from .budget import format_bytes
         self.budget = budget
         self.minimum = minimum
         self.options = options
+        self.shape = None if shape is None else tuple(shape)
         reached = _describe(minimum.plan)
         if options:
             reached += ' with ' + ', '.join(f'{k}={v}' for k, v in options.items())
+        at = '' if shape is None else f' for batches of shape {shape[0]}x{shape[1]}'
         super().__init__(message or (
-            f'no checkpoint plan fits memory_budget={budget} B ({format_bytes(budget)}): the '
+            f'no checkpoint plan fits memory_budget={budget} B ({format_bytes(budget)}){at}: the '
             f'smallest predicted peak is {minimum.peak} B ({format_bytes(minimum.peak)}), '
             f'reached by {reached}; set memory_budget to at least that'
             + ''.join(f'; {n}' for n in notes)))

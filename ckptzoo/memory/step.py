@@ -2,8 +2,9 @@
 planner validates a plan with and the timing compares plans by.
 
 The step is the one ``runner.run`` makes (``model.train_step``, then the optimizer hook's
-backward, clipping and step); the input is a batch of the run's own loader, padded to the
-largest shape the training pipeline can give (:func:`worst_case_shape`).
+backward, clipping and step); the input is a batch of the run's own loader, padded or cropped
+to a shape (the largest the training pipeline can give: :func:`worst_case_shape`) and, for a
+detector, given a number of ground-truth boxes per image (:func:`probe_batch`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from mmengine.config import Config
 
 from ..runner.hooks.optimizer import OptimizerHook
 from ..runner.utils import get_model_device, move_to_device
+from ..utils.model_wrapper import unwrap_model
 from .trackers import LiveTensorTracker
 
 __all__ = ['Run', 'train_pipeline', 'worst_case_shape', 'probe_batch', 'optimizer_hook', 'train_step',
@@ -35,60 +37,126 @@ class Run(Protocol):
 # ------------------------------------------------------------------------------------------
 def train_pipeline(cfg: Any) -> list[dict]:
     """The transforms of the config's training set (``data.train``, or the dataset that a
-    ``RepeatDataset`` and friends wrap; else ``train_pipeline``); ``[]`` when it has none."""
+    ``RepeatDataset`` and friends wrap, the first of a list or a ``ConcatDataset``; else
+    ``train_pipeline``); ``[]`` when it has none."""
     train = cfg.data.train
-    while 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
-        train = train.dataset
+    while True:
+        if isinstance(train, (list, tuple)):  # concatenated by build_dataset
+            train = train[0] if train else {}
+        elif 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
+            train = train['dataset']
+        elif 'pipeline' not in train and train.get('datasets'):  # ConcatDataset
+            train = train['datasets']
+        else:
+            break
     return list(train.get('pipeline') or cfg.get('train_pipeline') or [])
 
 
 def worst_case_shape(cfg: Config) -> tuple[int, int] | None:
-    """The largest padded ``(H, W)`` the training pipeline can give a batch, or None.
+    """The largest padded ``(H, W)`` the training pipeline can give a batch, or None: the
+    former name of :func:`ckptzoo.memory.batch_shapes.pipeline_bound`."""
+    from .batch_shapes import pipeline_bound  # batch_shapes reads train_pipeline from here
+    return pipeline_bound(cfg)
 
-    ``Resize`` with ``keep_ratio`` fits an image in ``(long, short)`` either way round, and a
-    batch is padded to its largest height and width, so a batch of a landscape and a portrait
-    image is ``long x long``: both orientations at once. ``Pad`` rounds up.
+
+def probe_batch(run: Run, shape: tuple[int, int] | None = None,
+                boxes_per_image: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """One batch of the run's training loader, of exactly ``shape`` (default: the loader's
+    own), on the model's device.
+
+    A smaller batch is zero-padded, a larger one cropped (each image's ``img_shape`` cut to
+    the crop; ``gt_bboxes`` and ``gt_bboxes_ignore`` clipped to it, those left without area
+    dropped); every image's ``pad_shape`` and ``batch_input_shape`` become ``shape``.
+    ``boxes_per_image`` (a detection batch, with ``gt_bboxes``) gives every image exactly that
+    many ground-truth boxes: its own first, then boxes drawn from a generator seeded with
+    ``seed`` (the run's random states are not touched), so that the probe measures what grows
+    with the boxes (the assigner's IoU matrix of priors x boxes, the targets) at the count
+    asked for. A classification batch has no boxes and ignores it.
     """
-    shape = None
-    for t in train_pipeline(cfg):
-        kind = t.get('type')
-        if kind == 'Resize' and t.get('img_scale') is not None:
-            scales = t['img_scale']
-            scales = [scales] if isinstance(scales[0], (int, float)) else list(scales)
-            if t.get('keep_ratio', True):
-                side = max(max(s) for s in scales)
-                shape = (side, side) if len(scales) and t.get('keep_ratio', True) else shape
-            else:
-                shape = (max(s[1] for s in scales), max(s[0] for s in scales))
-        elif kind in ('RandomResizedCrop', 'CenterCrop', 'RandomCrop'):
-            size = t.get('size', t.get('crop_size'))
-            if size is not None:
-                size = (size, size) if isinstance(size, int) else tuple(size)
-                shape = (size[0], size[1])
-        elif kind == 'Pad' and shape is not None:
-            if t.get('size') is not None:
-                shape = tuple(max(a, b) for a, b in zip(shape, t['size']))
-            elif t.get('size_divisor'):
-                d = t['size_divisor']
-                shape = tuple(-(-s // d) * d for s in shape)
-    return shape
-
-
-def probe_batch(run: Run, shape: tuple[int, int] | None = None) -> dict[str, Any]:
-    """One batch of the run's training loader, zero-padded to ``shape`` (default
-    :func:`worst_case_shape` of the config), on the model's device."""
+    if boxes_per_image is not None and (isinstance(boxes_per_image, bool) or
+                                        not isinstance(boxes_per_image, int) or
+                                        boxes_per_image < 1):
+        raise ValueError(f'boxes_per_image must be a positive int, got {boxes_per_image!r}')
     batch = next(iter(run.data_loaders[0]))
-    img = batch['img']
     if shape is not None:
-        h, w = max(shape[0], img.shape[-2]), max(shape[1], img.shape[-1])
-        if (h, w) != tuple(img.shape[-2:]):
-            padded = img.new_zeros(img.shape[:-2] + (h, w))
-            padded[..., :img.shape[-2], :img.shape[-1]] = img
-            batch['img'] = padded
-            for meta in batch.get('img_metas', []):
-                meta['pad_shape'] = (h, w, img.shape[1])
-                meta['batch_input_shape'] = (h, w)
+        _fit_shape(batch, (int(shape[0]), int(shape[1])))
+    if boxes_per_image is not None and 'gt_bboxes' in batch:
+        _fill_boxes(batch, boxes_per_image, _num_classes(run, batch),
+                    torch.Generator().manual_seed(seed))
     return move_to_device(batch, get_model_device(run.runner.model))
+
+
+def _fit_shape(batch, shape):
+    """Pad / crop ``batch['img']`` to ``shape`` in place, the metas and boxes along."""
+    img = batch['img']
+    h, w = shape
+    if (h, w) != tuple(img.shape[-2:]):
+        fitted = img.new_zeros(img.shape[:-2] + (h, w))
+        ch, cw = min(h, img.shape[-2]), min(w, img.shape[-1])
+        fitted[..., :ch, :cw] = img[..., :ch, :cw]
+        batch['img'] = fitted
+    for meta in batch.get('img_metas', []):
+        if 'img_shape' in meta:
+            ih, iw = meta['img_shape'][:2]
+            meta['img_shape'] = (min(ih, h), min(iw, w)) + tuple(meta['img_shape'][2:])
+        meta['pad_shape'] = (h, w, img.shape[1])
+        meta['batch_input_shape'] = (h, w)
+    if h < img.shape[-2] or w < img.shape[-1]:
+        for boxes_key, labels_key in (('gt_bboxes', 'gt_labels'),
+                                      ('gt_bboxes_ignore', 'gt_labels_ignore')):
+            for i, boxes in enumerate(batch.get(boxes_key) or []):
+                if boxes is None:
+                    continue
+                clipped = boxes.clone()
+                clipped[:, 0::2] = clipped[:, 0::2].clamp(0, w)
+                clipped[:, 1::2] = clipped[:, 1::2].clamp(0, h)
+                keep = (clipped[:, 2] > clipped[:, 0]) & (clipped[:, 3] > clipped[:, 1])
+                batch[boxes_key][i] = clipped[keep]
+                if batch.get(labels_key) is not None and batch[labels_key][i] is not None:
+                    batch[labels_key][i] = batch[labels_key][i][keep]
+
+
+def _num_classes(run, batch):
+    """The model's number of classes (its head's), else the dataset's ``CLASSES``."""
+    model = unwrap_model(run.runner.model)
+    heads = [getattr(model, 'bbox_head', None),
+             getattr(getattr(model, 'roi_head', None), 'bbox_head', None), model]
+    for head in heads:
+        if isinstance(getattr(head, 'num_classes', None), int):
+            return head.num_classes
+    classes = getattr(run.data_loaders[0].dataset, 'CLASSES', None)
+    if classes:
+        return len(classes)
+    raise ValueError(f'cannot tell the number of classes of {type(model).__name__} (no '
+                     'bbox_head.num_classes) nor of the training set (no CLASSES): the '
+                     'probe cannot draw labels for padding boxes')
+
+
+def _fill_boxes(batch, count, num_classes, gen):
+    """Every image's ``gt_bboxes`` / ``gt_labels`` to exactly ``count``: its own first, then
+    boxes of 1/16 to 1/2 of the image's sides placed inside it, labels uniform over the
+    classes."""
+    metas = batch.get('img_metas') or [{}] * len(batch['gt_bboxes'])
+    all_labels = batch.get('gt_labels') or [None] * len(batch['gt_bboxes'])  # RPN: none
+    for i, boxes in enumerate(batch['gt_bboxes']):
+        labels = all_labels[i]
+        boxes = boxes[:count]
+        labels = None if labels is None else labels[:count]
+        extra = count - boxes.shape[0]
+        if extra > 0:
+            h, w = (metas[i].get('img_shape') or batch['img'].shape[-2:])[:2]
+            size = torch.rand(extra, 2, generator=gen) * (15 / 32) + 1 / 16
+            bw, bh = size[:, 0] * w, size[:, 1] * h
+            x1 = torch.rand(extra, generator=gen) * (w - bw)
+            y1 = torch.rand(extra, generator=gen) * (h - bh)
+            drawn = torch.stack([x1, y1, x1 + bw, y1 + bh], dim=1)
+            boxes = torch.cat([boxes, drawn.to(boxes.dtype)])
+            drawn_labels = torch.randint(num_classes, (extra, ), generator=gen)
+            labels = None if labels is None else torch.cat([labels,
+                                                            drawn_labels.to(labels.dtype)])
+        batch['gt_bboxes'][i] = boxes
+        if labels is not None:
+            batch['gt_labels'][i] = labels
 
 
 # ------------------------------------------------------------------------------------------

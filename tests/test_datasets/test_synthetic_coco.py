@@ -1,6 +1,7 @@
 import json
 import os.path as osp
 
+import cv2
 import numpy as np
 import pytest
 from pycocotools import mask as mask_utils
@@ -58,3 +59,29 @@ def test_arguments_checked_and_foreign_folder_kept(tmp_path):
                          names=('person', 'bicycle', 'car'), cat_ids=(1, 2, 3))
     cats = json.load(open(osp.join(root, 'annotations', 'instances_train2017.json')))
     assert [c['name'] for c in cats['categories']] == ['person', 'bicycle', 'car']
+
+
+def test_image_shapes_in_turn_and_a_crowded_image(tmp_path):
+    from ckptzoo.datasets import CocoDataset
+    # landscape, portrait, the crowded one (image 2: room for 150 shapes of 8-12 px), square
+    shapes = [(48, 80), (80, 48), (160, 200), (64, 64)]
+    root = generate_coco(str(tmp_path / 'v'), num_train=6, num_val=2, img_shapes=shapes,
+                         crowded_objects=150, crowded_obj_size=(8, 12))
+    data = json.load(open(osp.join(root, 'annotations', 'instances_train2017.json')))
+    assert [(i['height'], i['width']) for i in data['images']] == (shapes * 2)[:6]
+    for img in data['images']:  # the files are the sizes the json says
+        arr = cv2.imread(osp.join(root, 'train2017', img['file_name']))
+        assert arr.shape[:2] == (img['height'], img['width'])
+    ds = CocoDataset(ann_file=osp.join(root, 'annotations', 'instances_train2017.json'),
+                     img_prefix=osp.join(root, 'train2017'), pipeline=[],
+                     classes=('circle', 'square', 'triangle'))
+    counts = [len(ds.get_ann_info(i)['bboxes']) for i in range(len(ds))]
+    assert max(counts) == 150 and counts.count(150) == 1  # the third image only
+    marker = json.load(open(osp.join(root, MARKER)))
+    assert marker['img_shapes'] == [list(s) for s in shapes]
+    assert marker['crowded_objects'] == 150 and marker['crowded_obj_size'] == [8, 12]
+    with pytest.raises(ValueError, match='crowded_objects=150: only'):
+        generate_coco(str(tmp_path / 'small'), num_train=3, num_val=0, img_shapes=[(40, 40)],
+                      crowded_objects=150)
+    with pytest.raises(ValueError, match='img_shapes'):
+        generate_coco(str(tmp_path / 'bad'), img_shapes=[(40, 0)])

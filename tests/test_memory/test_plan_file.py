@@ -109,3 +109,88 @@ def test_a_plan_file_without_configured_options_compares_the_batch_per_step(run,
                       r'now gives samples_per_gpu x cumulative_iters=8'):
         plan_training(run, changed, resume=True)
     assert len(replans) == 1
+
+
+# ------------------------------------------------------------------------------------------
+# a plan per batch-shape bucket
+# ------------------------------------------------------------------------------------------
+def bucketed():
+    """SAVED planned per batch shape: the top-level plan is the largest bucket's."""
+    from ckptzoo.memory import ShapeCostModel
+
+    from .test_shape_model import table_at
+    model = ShapeCostModel({(8, 8): table_at(64, modes=(None, )), (32, 32): table_at(1024)})
+    return dict(SAVED, buckets=[
+        dict(shape=[32, 32], plan=SAVED['plan'], segments=[], predicted_peak_bytes=1000,
+             predicted_step_time=0.5, measured_peak_bytes=990),
+        dict(shape=[16, 24], plan={'backbone.layer1.0': None}, segments=[['a', 'b']],
+             predicted_peak_bytes=600, predicted_step_time=0.25, measured_peak_bytes=None)],
+        boxes_per_image=3, shapes_note='the pipeline bound: the data is not on disk',
+        cost_model=model.to_dict())
+
+
+def test_a_bucketed_plan_round_trips(tmp_path):
+    from ckptzoo.memory import Bucket, ShapeCostModel
+    from ckptzoo.memory.plan_file import write_plan_file
+    from ckptzoo.memory.report import plan_table
+    path = str(tmp_path / 'memory_plan.json')
+    result = PlanResult.from_json(json.loads(json.dumps(bucketed())))
+    assert [b.shape for b in result.buckets] == [(32, 32), (16, 24)]
+    assert isinstance(result.buckets[1], Bucket) and result.buckets[1].segments == [['a', 'b']]
+    write_plan_file(path, result)
+    again = PlanResult.from_json(read_plan_file(path))
+    assert again == result and again.cost_model == result.cost_model
+    assert again.boxes_per_image == 3
+    assert ShapeCostModel.from_dict(again.cost_model).shapes == [(8, 8), (32, 32)]
+    text = plan_table(again)
+    assert '32x32' in text and '16x24' in text and 'segments' in text
+    assert 'batch shapes: the pipeline bound: the data is not on disk' in text
+    # a single-plan file (no buckets) stays one and writes no bucket keys
+    plain = PlanResult.from_json(read_plan_file_of(tmp_path, SAVED))
+    assert plain.buckets is None and plain.cost_model is None
+    assert set(plain.to_json()) == set(SAVED) | {'predicted_step_time', 'measured_step_time',
+                                                 'margin', 'replans'}
+    assert '16x24' not in plan_table(plain) and 'batch shapes' not in plan_table(plain)
+
+
+def read_plan_file_of(tmp_path, data):
+    path = str(tmp_path / 'plan.json')
+    with open(path, 'w') as f:
+        json.dump(data, f)
+    return read_plan_file(path)
+
+
+def _bucket_edit(i, **change):
+    def edit(data):
+        data['buckets'][i].update(change)
+        return data
+    return edit
+
+
+@pytest.mark.parametrize('edit,problem', [
+    (_bucket_edit(1, shape=[16]), r'buckets\[1\].shape must be \[H, W\] with positive ints, '
+                                  r'got \[16\]'),
+    (_bucket_edit(0, shape=[0, 5]), r'buckets\[0\].shape must be \[H, W\]'),
+    (_bucket_edit(1, plan={'x': 'fast'}), r"unknown mode 'fast' in buckets\[1\].plan"),
+    (_bucket_edit(1, segments=[['a']]), r'buckets\[1\].segments must be \[first unit, last '
+                                        r'unit\] pairs'),
+    (_bucket_edit(0, predicted_peak_bytes=1.5), r'buckets\[0\].predicted_peak_bytes must be a '
+                                                r'non-negative int, got 1.5'),
+    (_bucket_edit(0, measured_peak_bytes=-1), r'buckets\[0\].measured_peak_bytes must be'),
+    (_bucket_edit(0, predicted_step_time='fast'), r'buckets\[0\].predicted_step_time must be a number >= 0, got .fast.'),
+    (lambda d: dict(d, buckets=[]), 'buckets must be a non-empty list'),
+    (lambda d: dict(d, buckets=[3]), r'buckets\[0\] must be an object, got 3'),
+    (lambda d: dict(d, boxes_per_image='3'), 'boxes_per_image must be a non-negative int'),
+    (lambda d: dict(d, shapes_note=7), 'shapes_note must be a string'),
+    (lambda d: dict(d, cost_model=dict(tables={'8x8': {}})),
+     'cost_model is not a cost model of batch shapes'),
+    (lambda d: dict(d, cost_model=dict(tables={'big': {}})),
+     'cost_model is not a cost model of batch shapes .*"HxW"'),
+])
+def test_a_corrupt_bucket_is_refused(tmp_path, edit, problem):
+    path = str(tmp_path / 'memory_plan.json')
+    with open(path, 'w') as f:
+        json.dump(edit(bucketed()), f)
+    with pytest.raises(PlanFileError, match=f'^{path} is not a memory plan of ckptzoo: '
+                                            f'{problem}'):
+        read_plan_file(path)

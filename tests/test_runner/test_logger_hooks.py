@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from ckptzoo.registry import build_hook
-from ckptzoo.runner.hooks import (IterTimerHook, LoggerHook, TensorboardLoggerHook,
+from ckptzoo.runner.hooks import (Hook, IterTimerHook, LoggerHook, TensorboardLoggerHook,
                                   TextLoggerHook)
+from ckptzoo.runner.hooks.logger import text as text_module
 from ckptzoo.runner.hooks import iter_timer as iter_timer_module
 from tests.test_runner.hook_fakes import FakeRunner
 
@@ -209,3 +210,79 @@ def test_eta_counts_every_iteration(tmp_path):
     runner.run_epochs([0, 1, 2, 3, 4], max_epochs=2)
     line = _lines(runner, 'Epoch [2][2/5]')[0]
     assert line.startswith('Epoch [2][2/5]\tlr: 1.000e-02, eta: 0:00:03, ')
+
+
+class _MemoryStub(Hook):
+    """What MemoryPlanHook leaves in the log buffer: the largest measured MiB since the last
+    line (cleared with the output after each line)."""
+
+    def __init__(self, mibs):
+        self.mibs = mibs
+
+    def after_train_iter(self, runner):
+        output = runner.log_buffer.output
+        output['memory'] = max(output.get('memory', 0), self.mibs[runner.iter])
+
+
+class _EvalStub(Hook):
+    def after_train_epoch(self, runner):
+        runner.log_buffer.output['mAP'] = 0.5
+        runner.log_buffer.ready = True
+
+
+def test_text_logger_memory_from_the_log_buffer(tmp_path, monkeypatch):
+    """A hook's ``memory`` is printed on CPU in the head of the training line and in the JSON
+    log, reduced with MAX over the ranks; the evaluation line that follows does not carry it."""
+    reduced = []
+
+    class FakeDist:
+        ReduceOp = types.SimpleNamespace(MAX='max')
+
+        @staticmethod
+        def is_available():
+            return True
+
+        @staticmethod
+        def is_initialized():
+            return True
+
+        @staticmethod
+        def reduce(tensor, dst, op):
+            reduced.append((tensor.item(), dst, op))
+            tensor.fill_(max(tensor.item(), 9))  # the other rank measured 9 MiB
+
+    monkeypatch.setattr(text_module, 'dist', FakeDist)
+    runner = FakeRunner(tmp_path, step_fn=_fixed_step, world_size=2)
+    runner.register_hook(_MemoryStub([3, 11, 4, 6, 2]), 45)
+    runner.register_hook(_EvalStub(), 'LOW')
+    runner.register_hook(TextLoggerHook(interval=2), 'VERY_LOW')
+    runner.run_epochs([0, 1, 2, 3, 4], max_epochs=1)
+    lines = _lines(runner, 'Epoch [')
+    assert 'data_time: 0.250, memory: 11, loss_cls' in lines[0]  # max(3, 11; 9 on the other)
+    assert 'data_time: 0.250, memory: 9, loss_cls' in lines[1]  # max(4, 6; 9 on the other)
+    assert reduced == [(11, 0, 'max'), (6, 0, 'max')]
+    records = _json_lines(runner)  # the 5th step (2) is not logged, as its losses
+    assert [r.get('memory') for r in records] == [11, 9, None]
+    assert records[2]['mode'] == 'val' and records[2]['mAP'] == 0.5
+
+
+def test_text_logger_cuda_memory_is_the_peak_since_the_last_line(tmp_path, monkeypatch):
+    """mmcv printed ``max_memory_allocated`` since the start of the run; the peak is reset
+    after each line, so a line shows its own interval's peak."""
+    allocator = dict(peak=0, resets=0)
+    sizes = [5, 1, 2, 1]
+
+    def step(runner, batch):
+        allocator['peak'] = max(allocator['peak'], sizes[batch] * 2 ** 20 + 7)
+        return _fixed_step(runner, batch)
+
+    def reset(device=None):
+        allocator.update(peak=0, resets=allocator['resets'] + 1)
+    monkeypatch.setattr(text_module, '_model_cuda_device', lambda model: torch.device('cpu'))
+    monkeypatch.setattr(torch.cuda, 'max_memory_allocated', lambda device=None: allocator['peak'])
+    monkeypatch.setattr(torch.cuda, 'reset_peak_memory_stats', reset)
+    runner = FakeRunner(tmp_path, step_fn=step)
+    runner.register_hook(TextLoggerHook(interval=2), 'VERY_LOW')
+    runner.run_epochs([0, 1, 2, 3], max_epochs=1)
+    assert [r['memory'] for r in _json_lines(runner)] == [5, 2]
+    assert allocator['resets'] == 2

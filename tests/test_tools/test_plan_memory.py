@@ -1,5 +1,7 @@
 """tools/plan_memory.py refuses what it cannot use before the probe steps: an --out it cannot
-write, a budget that is not a whole number of bytes."""
+write, a budget that is not a whole number of bytes, a box count that is no count; and it
+plans before the data is on disk, on synthetic batches it names (tools/train.py does not)."""
+import json
 import os
 import os.path as osp
 
@@ -8,6 +10,13 @@ from tests.tool_loader import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py')
+COCO = osp.join(ROOT, 'configs', 'coco', 'retinanet_r50_fpn_1x_coco.py')
+#: RetinaNet R50 on COCO cut down to a ResNet-18 of width 8 at 96x64 (96x96 batches)
+TINY_COCO = ['model.backbone.init_cfg=None', 'model.backbone.depth=18',
+             'model.backbone.base_channels=8', 'model.neck.in_channels=[8,16,32,64]',
+             'model.neck.out_channels=16', 'model.bbox_head.in_channels=16',
+             'model.bbox_head.feat_channels=16', 'model.bbox_head.stacked_convs=1',
+             'data.train.pipeline.2.img_scale=(96,64)', 'data.workers_per_gpu=0']
 
 
 def _tool():
@@ -44,6 +53,74 @@ def test_a_budget_of_fractional_bytes_is_refused_before_the_probe(monkeypatch):
     with pytest.raises(SystemExit, match=r"error: memory_budget '2.5' is 2.5 bytes, not a whole "
                        r"number: give a unit \('2.5GB', '2.5GiB'\)"):
         tool.main([CONFIG, '--budget', '2.5'])
+
+
+def _missing_data(tmp_path):
+    root = tmp_path / 'nowhere' / 'coco'
+    ann = root / 'annotations' / 'instances_train2017.json'
+    return ann, [f'data.train.ann_file={ann}', f'data.train.img_prefix={root}/train2017/']
+
+
+def test_a_dataset_not_on_disk_is_planned_on_synthetic_batches(tmp_path, capsys):
+    """COCO's RetinaNet with no COCO on disk: one line names the missing annotation file and
+    the synthetic batches; the plan is made, and it grows with the boxes per image."""
+    ann, options = _missing_data(tmp_path)
+    peaks = {}
+    for boxes in (1, 300):
+        out = tmp_path / f'plan{boxes}.json'
+        assert _tool().main([COCO, '--budget', '1GB', '--boxes', str(boxes), '--out', str(out),
+                             '--work-dir', str(tmp_path), '--cfg-options'] + TINY_COCO +
+                            options) == 0
+        stdout = capsys.readouterr().out
+        line = (f'plan_memory: the training data is not on disk ({ann} not found): planning '
+                f'on synthetic batches of 96x96 with {boxes} boxes per image at '
+                'samples_per_gpu=2')
+        assert stdout.splitlines()[0] == line and 'measured peak' in stdout
+        plan = json.loads(out.read_text())
+        assert plan['samples_per_gpu'] == 2
+        peaks[boxes] = plan['measured_peak_bytes']
+    # the assigner's IoU matrix: 1746 anchors x 299 more boxes, float32, per image in turn
+    assert peaks[300] - peaks[1] >= 1746 * 299 * 4
+
+
+def test_a_dataset_not_on_disk_without_a_bound_on_the_image_size(tmp_path):
+    _, options = _missing_data(tmp_path)
+    with pytest.raises(SystemExit, match=r'error: the training data is not on disk \(.*'
+                       r'instances_train2017.json not found\), and the training pipeline gives '
+                       r'no bound on the image size .* give it a Resize with an img_scale .*'
+                       r'data.train.pipeline.2.img_scale='):
+        _tool().main([COCO, '--budget', '1GB', '--cfg-options'] + TINY_COCO[:-2] + options +
+                     ['data.train.pipeline.2.img_scale=None'])
+
+
+@pytest.mark.parametrize('boxes', ['0', '-3', 'ten', '2.5'])
+def test_a_bad_box_count_is_refused(boxes, capsys):
+    with pytest.raises(SystemExit):
+        _tool().parse_args([COCO, '--budget', '1GB', '--boxes', boxes])
+    assert (f"argument --boxes: must be a positive whole number of boxes per image, got "
+            f"{boxes!r}") in capsys.readouterr().err
+
+
+def test_train_does_not_train_on_synthetic_batches(tmp_path):
+    """tools/train.py on the same config: the missing file is an error naming it."""
+    ann, options = _missing_data(tmp_path)
+    with pytest.raises(FileNotFoundError) as info:
+        load_tool('train.py').main([COCO, '--work-dir', str(tmp_path / 'work'),
+                                    '--cfg-options'] + TINY_COCO + options)
+    assert str(ann) in str(info.value)
+
+
+def test_boxes_with_the_data_on_disk_is_said_to_be_for_synthetic_batches(monkeypatch, capsys):
+    tool = _tool()
+
+    def build_training(*args, **kwargs):
+        raise SystemExit('built')
+    monkeypatch.setattr(tool, 'build_training', build_training)
+    with pytest.raises(SystemExit, match='built'):
+        tool.main([CONFIG, '--budget', '6GB', '--boxes', '30'])
+    assert capsys.readouterr().out == ('plan_memory: --boxes 30 is for synthetic batches; the '
+                                       'training data is on disk and the probe steps on its '
+                                       'own batches\n')
 
 
 @pytest.mark.parametrize('where', ['no folder', 'a directory'])

@@ -56,8 +56,10 @@ class TextLoggerHook(LoggerHook):
         Epoch [1][10/100]\tlr: 1.000e-02, eta: 0:01:23, time: 0.123, data_time: 0.010,
         memory: 123, loss_cls: 0.5000, loss: 0.7000, grad_norm: 1.2000
 
-    ``memory`` is ``torch.cuda.max_memory_allocated`` in MB (max over the ranks) and appears only
-    when the model is on a CUDA device. The JSON log has one dict per line; the first is
+    ``memory`` (MiB, an int, max over the ranks) is the peak since the last log line: a value a
+    hook put in the log buffer (``MemoryPlanHook``: measured steps, on a CPU too), else, on a
+    CUDA device, ``torch.cuda.max_memory_allocated``, whose peak is reset after it is read. It
+    appears on training lines only. The JSON log has one dict per line; the first is
     ``runner.meta`` (env info, config, seed, exp_name as set by ``tools/train.py``).
 
     Args:
@@ -69,9 +71,10 @@ class TextLoggerHook(LoggerHook):
         keep_local (bool): keep the work_dir copies after copying them to ``out_dir``.
         file_client_args (dict | None): accepted for mmcv configs; only local disk is supported.
 
-    Fix over mmcv: the ETA averages the time of every iteration since the start (mmcv counted
-    ``interval`` iterations per log line, which under-counts when an epoch's length is not a
-    multiple of the interval).
+    Fixes over mmcv: ``memory`` is the peak of the logged interval (mmcv printed the peak since
+    the start of the run, so one large batch hid every later line's figure); the ETA averages
+    the time of every iteration since the start (mmcv counted ``interval`` iterations per log
+    line, which under-counts when an epoch's length is not a multiple of the interval).
     """
 
     def __init__(self, by_epoch=True, interval=10, ignore_last=True, reset_flag=False,
@@ -104,9 +107,13 @@ class TextLoggerHook(LoggerHook):
             if runner.meta is not None:
                 self._dump_log(runner.meta, runner)
 
-    def _get_max_memory(self, runner, device):
-        mem_mb = torch.tensor([torch.cuda.max_memory_allocated(device) / (1024 * 1024)],
-                              dtype=torch.int, device=device)
+    def _get_max_memory(self, runner, device, mem_mb=None):
+        """``mem_mb`` (default: the CUDA peak since the last line, in MiB, truncated as mmcv),
+        reduced with MAX to rank 0: every rank logs the same iterations."""
+        if mem_mb is None:
+            mem_mb = torch.cuda.max_memory_allocated(device) / (1024 * 1024)
+            torch.cuda.reset_peak_memory_stats(device)
+        mem_mb = torch.tensor([mem_mb], dtype=torch.int, device=device)
         if runner.world_size > 1 and dist.is_available() and dist.is_initialized():
             dist.reduce(mem_mb, 0, op=dist.ReduceOp.MAX)
         return mem_mb.item()
@@ -182,12 +189,16 @@ class TextLoggerHook(LoggerHook):
         else:
             log_dict['lr'] = cur_lr[0]
 
-        if 'time' in runner.log_buffer.output:
+        output = OrderedDict(runner.log_buffer.output)
+        memory = output.pop('memory', None)  # a training line's head only, as mmcv
+        if 'time' in output:
             device = _model_cuda_device(runner.model)
-            if device is not None:
+            if memory is not None:
+                log_dict['memory'] = self._get_max_memory(runner, device, memory)
+            elif device is not None:
                 log_dict['memory'] = self._get_max_memory(runner, device)
 
-        log_dict = OrderedDict(log_dict, **runner.log_buffer.output)
+        log_dict = OrderedDict(log_dict, **output)
         for k, v in log_dict.items():
             if isinstance(v, numbers.Number) and not isinstance(v, (int, float)):
                 log_dict[k] = v.item() if hasattr(v, 'item') else float(v)

@@ -1,0 +1,118 @@
+"""``StandInDataset``: pipeline outputs of a fixed shape and box count, standing in for a
+training set that is not on disk yet, so that a memory plan can be made before the data is
+there (``tools/plan_memory.py``). Never a training set: its images are noise.
+
+Every sample is what a training pipeline's ``Collect`` gives: for a detector
+``dict(img_metas=dict, img=float CHW tensor, gt_bboxes=float [n, 4], gt_labels=long [n])``
+(``gt_bboxes_ignore`` empty when collected), for a classifier ``dict(img=..., gt_label=long
+scalar)``, as the classification datasets give it. Each sample is drawn from ``(seed, index)``.
+"""
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ..registry import DATASETS
+from .pipelines.formatting import DEFAULT_META_KEYS
+
+__all__ = ['StandInDataset']
+
+#: the ``Collect`` keys the stand-in makes, per task
+KEYS = dict(detection=('img', 'gt_bboxes', 'gt_labels', 'gt_bboxes_ignore'),
+            classification=('img', 'gt_label'))
+#: the meta keys it fills (mmdet 2.x's ``Collect`` defaults)
+META_KEYS = DEFAULT_META_KEYS
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'{name} must be a positive int, got {value!r}')
+    return value
+
+
+@DATASETS.register_module()
+class StandInDataset(Dataset):
+    """Samples of ``shape`` with ``boxes_per_image`` ground-truth boxes (a detector's).
+
+    Args:
+        shape (tuple[int, int]): ``(H, W)`` of every image (the pipeline's bound).
+        num_classes (int): labels are drawn from ``0..num_classes - 1``.
+        num_samples (int): dataset length (at least a batch).
+        task (str): ``'detection'`` or ``'classification'``.
+        boxes_per_image (int): ground-truth boxes of each image (detection).
+        keys (sequence[str]): the ``Collect`` keys (default: the task's).
+        meta_keys (sequence[str]): the ``Collect`` meta keys (detection).
+        img_norm_cfg (dict): the ``Normalize`` arguments put in the metas.
+        classes (sequence[str]): class names (default ``class_0 ...``).
+        seed (int): base seed of the samples.
+    """
+
+    def __init__(self, shape, num_classes, num_samples=2, task='detection',
+                 boxes_per_image=100, keys=None, meta_keys=META_KEYS, img_norm_cfg=None,
+                 classes=None, seed=0, test_mode=False):
+        if task not in KEYS:
+            raise ValueError(f"task must be 'detection' or 'classification', got {task!r}")
+        if not (isinstance(shape, (tuple, list)) and len(shape) == 2 and all(
+                isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s > 0
+                for s in shape)):
+            raise ValueError(f'shape must be (H, W), two positive ints, got {shape!r}')
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.num_classes = _positive_int('num_classes', num_classes)
+        self.num_samples = _positive_int('num_samples', num_samples)
+        self.boxes_per_image = _positive_int('boxes_per_image', boxes_per_image) \
+            if task == 'detection' else None
+        self.task = task
+        self.keys = tuple(KEYS[task][:3] if keys is None else keys)
+        unknown = [k for k in self.keys if k not in KEYS[task]]
+        if 'img' not in self.keys or unknown:
+            raise ValueError(f'the stand-in for a {task} training set makes the Collect keys '
+                             f'{list(KEYS[task])} (img among them), got {list(self.keys)}')
+        self.meta_keys = tuple(meta_keys) if task == 'detection' else ()
+        unknown = [k for k in self.meta_keys if k not in META_KEYS]
+        if unknown:
+            raise ValueError(f'the stand-in fills the meta keys {list(META_KEYS)}, not '
+                             f'{unknown}')
+        self.img_norm_cfg = img_norm_cfg or dict(mean=np.zeros(3, dtype=np.float32),
+                                                 std=np.ones(3, dtype=np.float32),
+                                                 to_rgb=False)
+        self.CLASSES = tuple(classes) if classes else tuple(
+            f'class_{k}' for k in range(num_classes))
+        self.seed = seed
+        self.test_mode = test_mode
+        if task == 'detection':  # GroupSampler's aspect-ratio group, as CustomDataset's
+            self.flag = np.full(num_samples, int(self.shape[1] / self.shape[0] > 1),
+                                dtype=np.uint8)
+
+    def __len__(self):
+        return self.num_samples
+
+    def __repr__(self):
+        boxes = f', {self.boxes_per_image} boxes per image' if self.boxes_per_image else ''
+        return (f'{type(self).__name__}({self.num_samples} synthetic {self.task} samples of '
+                f'{self.shape[0]}x{self.shape[1]}{boxes})')
+
+    def __getitem__(self, index):
+        if not -len(self) <= index < len(self):
+            raise IndexError(f'index {index} out of range for {len(self)} samples')
+        index = int(index) % len(self)
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index + 1)
+        h, w = self.shape
+        out = dict(img=torch.randn(3, h, w, generator=gen))
+        if self.task == 'classification':
+            out['gt_label'] = torch.randint(self.num_classes, (), generator=gen)
+            return out
+        n = self.boxes_per_image
+        size = torch.rand(n, 2, generator=gen) * (15 / 32) + 1 / 16  # 1/16 .. 1/2 a side
+        bw, bh = size[:, 0] * w, size[:, 1] * h
+        x1, y1 = torch.rand(n, generator=gen) * (w - bw), torch.rand(n, generator=gen) * (h - bh)
+        boxes = torch.stack([x1, y1, x1 + bw, y1 + bh], dim=1)
+        name = f'stand-in/{index:06d}.jpg'
+        metas = dict(filename=name, ori_filename=name, ori_shape=(h, w, 3),
+                     img_shape=(h, w, 3), pad_shape=(h, w, 3),
+                     scale_factor=np.ones(4, dtype=np.float32), flip=False,
+                     flip_direction=None, img_norm_cfg=self.img_norm_cfg)
+        data = dict(gt_bboxes=boxes, gt_labels=torch.randint(self.num_classes, (n, ),
+                                                             generator=gen),
+                    gt_bboxes_ignore=torch.zeros(0, 4))
+        out = dict(img_metas={k: metas[k] for k in self.meta_keys}, img=out['img'])
+        out.update((k, data[k]) for k in self.keys if k != 'img')
+        return out
