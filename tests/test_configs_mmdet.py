@@ -2,6 +2,7 @@
 build in ckptzoo unchanged: model, datasets (on generated data in their data_root), optimizer,
 runner and every hook the config names."""
 import glob
+import json
 import importlib.util
 import logging
 import os.path as osp
@@ -10,7 +11,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from ckptzoo.apis import select_optimizer_hook
+from ckptzoo.apis import build_training, select_optimizer_hook
 from ckptzoo.apis.config import check_config, load_config
 from ckptzoo.datasets import build_dataloader, build_dataset, generate_coco, generate_voc
 from ckptzoo.registry import build_model, build_optimizer, build_runner
@@ -123,3 +124,41 @@ def test_project_coco_configs_mean_what_mmdets_do(name):
     for split in ('train', 'val', 'test'):
         assert ours.data[split].to_dict() == theirs.data[split].to_dict(), split
     assert ours.evaluation.to_dict() == dict(theirs.evaluation.to_dict(), save_best='auto')
+
+
+def test_mmdet_mstrain_config_plans_and_trains_through_train_py(data_tree, tmp_path,
+                                                                monkeypatch):
+    """mmdet's multi-scale RetinaNet config, unchanged but for its scale (and one epoch),
+    through ``tools/train.py --cfg-options memory_budget=...``: a plan per batch-shape bucket,
+    and every measured step of the epoch within the budget."""
+    from ckptzoo.apis.plan import ProbeSession, batch_shapes
+    from ckptzoo.memory import read_plan_file
+    from ckptzoo.memory.step import probe_batch
+    from tests.tool_loader import load_tool
+
+    monkeypatch.chdir(data_tree)
+    config = osp.join(MMDET_CONFIGS, 'retinanet/retinanet_r50_fpn_mstrain_640-800_3x_coco.py')
+    options = {'model.backbone.init_cfg': None, 'data.workers_per_gpu': 0,
+               'data.train.dataset.pipeline.2.img_scale': [(96, 32), (96, 64)],
+               'runner.max_epochs': 1, 'evaluation.interval': 10, 'log_config.interval': 1,
+               'memory_check_interval': 1, 'seed': 0}
+    cfg = load_config(config, dict(options, work_dir=str(tmp_path / 'probe')))
+    run = build_training(cfg, logger=logging.getLogger('test_configs_mmdet'))
+    shapes = batch_shapes(run, cfg)
+    assert len({s for s, _ in shapes.candidates}) >= 2  # the sizes drawn from the range
+    with ProbeSession(run) as session:  # the plain peak of the worst batch
+        batch = probe_batch(run, shapes.worst, shapes.max_boxes_per_image)
+        session.measure_step(batch)
+        budget = session.measure_step(batch)[0]  # (at this scale the optimizer step's peak)
+
+    work_dir = tmp_path / 'work'
+    argv = [config, '--work-dir', str(work_dir), '--cfg-options', f'memory_budget={budget}',
+            'data.train.dataset.pipeline.2.img_scale=[(96,32),(96,64)]'] + [
+        f'{k}={v}' for k, v in options.items() if k != 'data.train.dataset.pipeline.2.img_scale']
+    assert load_tool('train.py').main(argv) in (None, 0)
+    plan = read_plan_file(str(work_dir / 'memory_plan.json'))
+    assert len(plan['buckets']) >= 2 and plan['measured_peak_bytes'] <= budget
+    logs = [json.loads(line) for p in work_dir.glob('*.log.json') for line in open(p)]
+    train = [log for log in logs if log.get('mode') == 'train']
+    assert train and all('memory' in log for log in train)  # every step measured and logged
+    assert max(log['memory'] for log in train) <= budget / 2 ** 20

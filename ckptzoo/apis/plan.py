@@ -28,13 +28,17 @@ import torch
 import torch.nn as nn
 from mmengine.config import Config
 
-from ..memory import (CostTable, InfeasibleBudget, apply_plan, choose_plan, format_bytes,
-                      parse_budget, plan_modes, plan_segments)
+from ..memory import (CostTable, InfeasibleBudget, format_bytes, parse_budget)
+from ..memory.batch_shapes import LoaderShapes, loader_shapes
+from ..memory.buckets import choose_buckets, solve_buckets
+from ..memory.shape_model import ShapeCostModel
+from ..memory.timeline import collecting, record_timelines
 from ..memory.plan_file import (PLAN_FILE, PlanResult, plan_changes, read_plan_file,
                                 write_plan_file)
 from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
+from ..memory.html_report import write_memory_report
 from ..memory.report import plan_table
-from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch, worst_case_shape
+from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch
 from ..runner.dist_utils import get_dist_info
 from ..utils.model_wrapper import unwrap_model
 from .options import TrainingOptions
@@ -43,9 +47,14 @@ if TYPE_CHECKING:
     from .train import TrainingRun
 
 __all__ = ['resolve_auto_with_cp', 'planning_requested', 'ProbeSession', 'from_rank0',
-           'outer_options', 'plan_checkpoints', 'plan_memory', 'plan_training', 'run_for_plan']
+           'outer_options', 'batch_shapes', 'plan_checkpoints', 'plan_memory', 'plan_training',
+           'run_for_plan']
 
 _T = TypeVar('_T')
+#: at most this many batch-shape buckets (plans) per run
+MAX_BUCKETS = 8
+#: ``tools/train.py`` writes the memory report of a plan made now under this name in the work dir
+REPORT_FILE = 'memory_report.html'
 
 
 def resolve_auto_with_cp(cfg: Config) -> list[str]:
@@ -134,11 +143,18 @@ class ProbeSession:
             torch.cuda.set_rng_state_all(self._rng[3])
         runner.meta = self._meta
 
-    def cost_table(self, batch: dict[str, Any]) -> CostTable:
+    def cost_table(self, batch: dict[str, Any], plain_only: bool = False) -> CostTable:
         """The probe's table on ``batch`` (rank 0's under DDP), over the modes worth probing
-        on this device, DDP's buckets included."""
-        table = CostTable.from_dict(from_rank0(
-            probe(self.run, batch, modes=probe_modes(self.run)).to_dict()))
+        on this device (``plain_only``: one plain recorded step, ``'full'`` derived from it on
+        CPU), DDP's buckets included."""
+        modes = probe_modes(self.run)
+        if plain_only:
+            modes = (None,) if on_cuda(self.run) else (None, 'full')
+        timeline = collecting('plain')
+        table = CostTable.from_dict(from_rank0(probe(
+            self.run, batch, modes=modes, timeline=timeline).to_dict()))
+        if self.unseen and timeline is not None:
+            timeline.shift(self.unseen)
         if self.unseen:
             table.add_resident('ddp_buckets', self.unseen)
         elif self.buckets:
@@ -147,8 +163,11 @@ class ProbeSession:
 
     def measure_step(self, batch: dict[str, Any]) -> tuple[int, float]:
         """``(peak bytes, seconds)`` of one step with the plan in force (rank 0's under DDP),
-        DDP's buckets included."""
-        measured, seconds = from_rank0(measure_step(self.run, batch))
+        DDP's buckets included (in the report's timeline too)."""
+        timeline = collecting('measured')
+        measured, seconds = from_rank0(measure_step(self.run, batch, timeline=timeline))
+        if self.unseen and timeline is not None:
+            timeline.shift(self.unseen)
         return measured + self.unseen, seconds
 
 
@@ -171,36 +190,111 @@ def outer_options(cfg: Config, cuda: bool) -> list[dict[str, Any]]:
     return out
 
 
+def batch_shapes(run: TrainingRun, cfg: Config) -> LoaderShapes:
+    """The padded batch shapes and box counts the run's training loader gives
+    (:func:`~ckptzoo.memory.batch_shapes.loader_shapes` at the run's ``samples_per_gpu``)."""
+    return loader_shapes(cfg, run.data_loaders[0].dataset, run.options.samples_per_gpu)
+
+
+def _probe_shapes(buckets, divisor=32):
+    """The shapes to probe: the largest bucket, and, when there are smaller ones, a second
+    shape for the line in pixels: the smallest bucket, or, when that has more than 60 % of the
+    largest's pixels, the smallest's aspect at about half the largest's pixels (rounded down to
+    ``divisor``, as the pipeline pads), so that the line is well determined and its probe
+    costs half a step."""
+    big, small = buckets[-1], buckets[0]
+    pixels = big[0] * big[1]
+    if small[0] * small[1] >= pixels:
+        return big, None
+    if small[0] * small[1] > 0.6 * pixels:
+        f = (0.5 * pixels / (small[0] * small[1])) ** 0.5
+        small = tuple(max(divisor, int(s * f) // divisor * divisor) for s in small)
+    return big, small
+
+
+def _times_of(table, big, ratio):
+    """``table`` with the times of ``big`` scaled by ``ratio`` (pixels): the small probe is the
+    run's first step, whose times carry one-off costs (allocator, kernels' first calls); its
+    bytes are exact, and step time grows with the pixels."""
+    for unit, ref in zip(table.units, big.units):
+        unit.fwd_time = ref.fwd_time * ratio
+        unit.recompute_time = {m: t * ratio for m, t in ref.recompute_time.items()}
+    table.step_time = big.step_time * ratio
+    return table
+
+
 def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2,
-                     logger: logging.Logger | None = None, segments: bool = True) -> PlanResult:
-    """Probe, solve for ``budget`` bytes and validate with one measured step, for the options
-    ``run`` trains with; re-plan with a margin raised by the observed error while the measured
-    peak is over the budget, at most ``max_replans`` times. The plan is left on the model.
-    Raises :class:`~ckptzoo.memory.InfeasibleBudget` when no plan is predicted to fit."""
+                     logger: logging.Logger | None = None, segments: bool = True,
+                     shapes: LoaderShapes | None = None,
+                     max_buckets: int = MAX_BUCKETS) -> PlanResult:
+    """A plan per batch-shape bucket for ``budget`` bytes, for the options ``run`` trains
+    with, validated with one measured step at the largest bucket; re-planned with a margin
+    raised by the observed error while that step is over the budget, at most ``max_replans``
+    times. The largest bucket's plan is left on the model.
+
+    The buckets (at most ``max_buckets``) cover every batch shape the loader can give
+    (``shapes``, default :func:`batch_shapes`); the probe batches carry the largest number of
+    ground-truth boxes an image of the data has. The cost at a bucket's shape is the line in
+    pixels through two probes (:class:`~ckptzoo.memory.shape_model.ShapeCostModel`): one plain
+    recorded step at the smallest bucket, then every mode at the largest; times are the
+    largest's in proportion to the pixels (the first step of a run is slow for one-off
+    reasons). Raises
+    :class:`~ckptzoo.memory.InfeasibleBudget` naming the largest bucket's shape when no plan
+    fits it."""
+    shapes = shapes if shapes is not None else batch_shapes(run, cfg)
+    if shapes.worst is None:
+        bounds = [None]
+    else:
+        bounds = choose_buckets(shapes.candidates, max_buckets,
+                                required=[g.worst for g in shapes.groups])
+    boxes = shapes.max_boxes_per_image or None
     with ProbeSession(run) as session:
-        batch = probe_batch(run, worst_case_shape(cfg))
-        table = session.cost_table(batch)
+        big, small = _probe_shapes(bounds) if bounds[0] is not None else (None, None)
+        batch = probe_batch(run, big, boxes)
+        small_batch = probe_batch(run, small, boxes) if small is not None else None
+        tables = {}
+        if small is not None:  # a run's first step: the probe counts the state it makes
+            tables[small] = session.cost_table(small_batch, plain_only=True)
+        tables[big or tuple(batch['img'].shape[-2:])] = session.cost_table(batch)
+        if small is not None:
+            _times_of(tables[small], tables[big], small[0] * small[1] / (big[0] * big[1]))
+        model = ShapeCostModel(tables)
+        if bounds[0] is None:
+            bounds = [model.largest]
         margin, replans = 0.0, 0
         while True:
-            solution = choose_plan(table, int(budget * (1 - margin)), segments)
-            apply_plan(session.model, table, solution.plan)
+            buckets = solve_buckets(model, bounds, int(budget * (1 - margin)), segments)
+            largest = next((b for b in buckets if b.shape == big), buckets[0])
+            _set_modes(session.model, largest.plan, largest.segments)
             measured, seconds = session.measure_step(batch)
             if measured <= budget or replans >= max_replans:
                 break
-            error = (measured - solution.peak) / max(solution.peak, 1)
+            error = (measured - largest.predicted_peak_bytes) / \
+                max(largest.predicted_peak_bytes, 1)
             margin += max(error, 1e-3)
             replans += 1
             if logger is not None:
                 logger.warning(f'memory plan: measured peak {format_bytes(measured)} is over '
                                f'the budget {format_bytes(budget)} (predicted '
-                               f'{format_bytes(solution.peak)}); re-planning with a margin of '
-                               f'{margin:.1%}')
-        plan = plan_modes(table, solution.plan)
-    apply_plan(session.model, table, solution.plan)
+                               f'{format_bytes(largest.predicted_peak_bytes)}); re-planning '
+                               f'with a margin of {margin:.1%}')
+        largest.measured_peak_bytes = measured
+    _set_modes(session.model, largest.plan, largest.segments)
     options = run.options
-    return PlanResult(budget, solution.peak, measured, plan, plan_segments(table, solution.plan),
-                      options.fp16, options.cumulative_iters, options.samples_per_gpu,
-                      solution.time, seconds, margin, replans, table)
+    return PlanResult(budget, largest.predicted_peak_bytes, measured, dict(largest.plan),
+                      [list(s) for s in largest.segments], options.fp16,
+                      options.cumulative_iters, options.samples_per_gpu,
+                      largest.predicted_step_time, seconds, margin, replans,
+                      model.table_at(largest.shape), buckets=buckets, boxes_per_image=boxes,
+                      shapes_note=shapes.note, cost_model=model.to_dict())
+
+
+def _set_modes(model, modes, segments):
+    """Exactly ``modes`` and ``segments`` in force on ``model``."""
+    model.set_checkpoint_segments([])
+    model.set_checkpoint_plan({'*': None})
+    model.set_checkpoint_plan(dict(modes))
+    model.set_checkpoint_segments([list(s) for s in segments])
 
 
 def _fp16_flags(model):
@@ -251,7 +345,8 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
                              'needs more than one value per channel), so the search stopped '
                              f'at samples_per_gpu={tried[-1][3]["samples_per_gpu"]}')
                 break
-            tried.append((exc.minimum.peak, len(tried), exc.minimum, trial.options.as_dict()))
+            tried.append((exc.minimum.peak, len(tried), exc.minimum, trial.options.as_dict(),
+                          exc.shape))
             if logger is not None:
                 logger.info(f'memory plan: nothing fits with {trial.options.as_dict()} '
                             f'(smallest predicted peak {format_bytes(exc.minimum.peak)})')
@@ -263,8 +358,9 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
                            'max_iters of an IterBasedRunner counts iterations of the smaller '
                            'batch)')
         return result
-    _, _, minimum, options = min(tried, key=lambda t: t[:2])
+    _, _, minimum, options, shape = min(tried, key=lambda t: t[:2])
     raise InfeasibleBudget(budget, minimum, options=options if len(tried) > 1 else None,
+                           shape=shape,
                            notes=notes)
 
 
@@ -300,11 +396,12 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
         return None
     rank, world = get_dist_info()
     path = osp.join(cfg.work_dir, PLAN_FILE)
-    result = None
+    result = timelines = None
     if resume and osp.exists(path):
         result = _saved_plan(path, budget, TrainingOptions.from_cfg(cfg).as_dict(), logger)
     if result is None:  # every rank steps in the probe; all solve rank 0's table
-        result = plan_memory(run, cfg, budget, logger=logger)
+        with record_timelines() as timelines:  # the report's curves, from steps made anyway
+            result = plan_memory(run, cfg, budget, logger=logger)
     if world > 1:
         shared = PlanResult.from_json(from_rank0(result.to_json()))
         if rank != 0:  # rank 0's keeps its cost table
@@ -315,6 +412,12 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
         write_plan_file(path, result)
         if logger is not None:
             logger.info('memory plan:\n' + plan_table(result))
+        if result.table is not None:  # planned now, not read from a file
+            report = write_memory_report(result, osp.join(cfg.work_dir, REPORT_FILE),
+                                         timelines, title='Memory plan: ' + osp.basename(
+                                             cfg.get('filename') or 'config'))
+            if logger is not None:
+                logger.info(f'memory report: {report} (open it in a browser)')
     return result
 
 

@@ -27,6 +27,7 @@ from ..memory.plan_hook import PRIORITY as PLAN_HOOK_PRIORITY, MemoryPlanHook
 from ..utils.model_wrapper import unwrap_model
 from .config import memory_check_interval
 from .options import TrainingOptions, samples_per_gpu_of, select_optimizer_hook
+from .batch_plans import attach_plan_hook
 from .plan import plan_training, resolve_auto_with_cp, run_for_plan
 
 __all__ = ['set_random_seed', 'select_optimizer_hook', 'find_latest_checkpoint', 'train_model',
@@ -315,6 +316,7 @@ def train_model(model: nn.Module, dataset: Dataset | Sequence[Dataset], cfg: Con
     plan = plan_training(run, cfg, logger=run.runner.logger, resume=bool(resume_from))
     # assembled again when the plan needs fp16 / accumulation / a smaller batch
     run = run_for_plan(run, cfg, plan)
+    attach_plan_hook(run, cfg, plan, run.runner.logger)  # each batch under its bucket's plan
     runner = run.runner
     if resume_from:
         runner.resume(resume_from)

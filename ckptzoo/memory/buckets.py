@@ -111,11 +111,14 @@ def _coarsen(weights, top):
     return weights
 
 
-def choose_buckets(candidates: Sequence[tuple[Shape, float]], max_buckets: int = 8) -> list[Shape]:
+def choose_buckets(candidates: Sequence[tuple[Shape, float]], max_buckets: int = 8,
+                   required: Sequence[Shape] | None = None) -> list[Shape]:
     """At most ``max_buckets`` bounds that together dominate every candidate batch shape
     (``[((H, W), weight)]``, weight: how often the loader gives that shape), with little
-    expected padding: every distinct shape starts as a bucket, the componentwise maximum of
-    all of them too (so that every batch has a bucket), and the pair whose merge (the
+    expected padding: every distinct shape starts as a bucket, with the ``required`` bounds
+    (each sampler group's worst shape: no batch mixes groups, so their componentwise maximum
+    is no batch's) or, without them, the componentwise maximum of all candidates (so that
+    every batch has a bucket), and the pair whose merge (the
     componentwise maximum of their bounds) adds the least ``weight * extra pixels`` is merged
     until at most ``max_buckets`` remain. Deterministic; the bounds sorted by pixels, the
     maximum last. More than :data:`MAX_CANDIDATES` distinct shapes are first rounded up to a
@@ -124,8 +127,12 @@ def choose_buckets(candidates: Sequence[tuple[Shape, float]], max_buckets: int =
         raise ValueError(f'max_buckets must be a positive int, got {max_buckets!r}')
     weights = _candidates(candidates)
     top = (max(s[0] for s in weights), max(s[1] for s in weights))
+    for shape in required or ():
+        shape = _check_shape(tuple(shape))
+        top = (max(top[0], shape[0]), max(top[1], shape[1]))
     weights = _coarsen(weights, top)
-    weights.setdefault(top, 0.0)
+    for shape in required or [top]:
+        weights.setdefault(tuple(shape), 0.0)
     shapes = sorted(weights, key=lambda s: (s[0] * s[1], s))
     h = np.array([s[0] for s in shapes], dtype=np.float64)
     w = np.array([s[1] for s in shapes], dtype=np.float64)

@@ -150,8 +150,9 @@ class MemoryPlanHook(Hook):
                     raise type(exc)(f'the plan of the bucket {_shape_str(b.shape)}: {exc}')
         if self.budget is not None and self._cuda is None and self.interval == 0:
             runner.logger.warning(f'MemoryPlanHook: the budget {format_bytes(self.budget)} is '
-                                  'not checked: on a CPU steps are measured only with '
-                                  'interval > 0')
+                                  'not checked during training: on a CPU steps are measured '
+                                  'only with interval > 0 (memory_check_interval = N in the '
+                                  'config measures every Nth step with the exact tracker)')
 
     def _choose(self, runner, shape):
         if shape is None:

@@ -18,10 +18,11 @@ from mmengine.config import Config
 from ..runner.hooks.optimizer import OptimizerHook
 from ..runner.utils import get_model_device, move_to_device
 from ..utils.model_wrapper import unwrap_model
+from ..utils.nested import iter_tensors
 from .trackers import LiveTensorTracker
 
 __all__ = ['Run', 'train_pipeline', 'worst_case_shape', 'probe_batch', 'optimizer_hook', 'train_step',
-           'on_cuda', 'step_tensors', 'measure_step']
+           'on_cuda', 'step_tensors', 'measure_step', 'optimizer_state_bytes']
 
 
 class Run(Protocol):
@@ -193,6 +194,16 @@ def step_tensors(run: Run, batch: dict[str, Any]) -> tuple:
     """What a step holds from its start: the model, the optimizer (its state), the batch."""
     runner = run.runner
     return (runner.model, runner.optimizer, batch)
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the optimizer's state tensors (each storage once): what a run's first
+    optimizer step makes and every later step holds from its start."""
+    seen = {}
+    for t in iter_tensors(list(optimizer.state.values())):
+        s = t.untyped_storage()
+        seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values())
 
 
 def measure_step(run: Run, batch: dict[str, Any], timeline: Any = None) -> tuple[int, float]:

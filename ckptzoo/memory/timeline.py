@@ -27,7 +27,7 @@ from ..models.checkpointing import CheckpointObserver, observe
 from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
 from .budget import format_bytes
-from .step import Run, on_cuda, step_tensors, train_step
+from .step import Run, on_cuda, optimizer_state_bytes, step_tensors, train_step
 from .trackers import LiveTensorTracker
 
 __all__ = ['PHASES', 'Timeline', 'TimelineSet', 'record_timelines', 'recording',
@@ -153,15 +153,6 @@ class Timeline:
                 top = max(chunk)
                 out.append((lo + chunk.index(top), top))
         return out
-
-
-def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    """Bytes of the optimizer's state tensors (each storage once)."""
-    seen = {}
-    for t in iter_tensors(list(optimizer.state.values())):
-        s = t.untyped_storage()
-        seen[s.data_ptr()] = s.nbytes()
-    return sum(seen.values())
 
 
 class _UnitLabels(CheckpointObserver):

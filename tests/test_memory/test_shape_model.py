@@ -7,10 +7,10 @@ import logging
 import os.path as osp
 
 import pytest
-from mmengine.config import Config
 
 from ckptzoo.memory import (CostTable, ShapeCostModel, UnitCost, apply_plan, predict_peak,
                             uniform_plan)
+from tests.tiny_detector import tiny_voc_retinanet
 
 FIXED = dict(parameters=1000, gradients=1000, optimizer_state=2000)
 
@@ -131,30 +131,9 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 @pytest.fixture(scope='module')
 def retinanet(tmp_path_factory):
     from ckptzoo.apis import build_training, set_random_seed
-    from ckptzoo.datasets import generate_voc
-    from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
     from ckptzoo.memory.probe import probe_batch, train_step
     tmp = tmp_path_factory.mktemp('shape_model')
-    devkit = generate_voc(str(tmp / 'data'), num_trainval=2, num_test=0, img_size=(64, 64),
-                          seed=0)
-    cfg = Config.fromfile(osp.join(ROOT, 'configs/voc/retinanet_r50_fpn_1x_voc0712.py'))
-    cfg.model.backbone = dict(type='ResNet', depth=18, base_channels=8, out_indices=(1, 2, 3),
-                              frozen_stages=1, norm_eval=True, init_cfg=None,
-                              norm_cfg=dict(type='BN', requires_grad=True))
-    cfg.model.neck.update(in_channels=[16, 32, 64], out_channels=16, start_level=0)
-    cfg.model.bbox_head.update(num_classes=len(SYNTHETIC_CLASSES), in_channels=16,
-                               feat_channels=16)
-    pipeline = [dict(t) for t in cfg.data.train.dataset.pipeline]
-    for t in pipeline:
-        if t['type'] == 'Resize':
-            t.update(img_scale=(64, 64), keep_ratio=False)
-    cfg.data.train = dict(type='VOCDataset', classes=SYNTHETIC_CLASSES, pipeline=pipeline,
-                          ann_file=osp.join(devkit, 'VOC2007/ImageSets/Main/trainval.txt'),
-                          img_prefix=osp.join(devkit, 'VOC2007') + '/')
-    cfg.data.update(samples_per_gpu=2, workers_per_gpu=0)
-    cfg.work_dir = str(tmp / 'work')
-    cfg.checkpoint_config = cfg.log_config = cfg.lr_config = cfg.custom_hooks = None
-    cfg.runner = dict(type='IterBasedRunner', max_iters=1)
+    cfg = tiny_voc_retinanet(tmp, num_trainval=2)
     set_random_seed(0)
     run = build_training(cfg, logger=logging.getLogger('test_shape_model'))
     base = probe_batch(run, None)  # one batch (the same boxes) padded to every shape

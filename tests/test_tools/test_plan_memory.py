@@ -76,6 +76,8 @@ def test_a_dataset_not_on_disk_is_planned_on_synthetic_batches(tmp_path, capsys)
                 f'on synthetic batches of 96x96 with {boxes} boxes per image at '
                 'samples_per_gpu=2')
         assert stdout.splitlines()[0] == line and 'measured peak' in stdout
+        # the sizes are not known: the pipeline's bound, said once in the plan table
+        assert stdout.count('batch shapes: Image sizes are unknown') == 1, stdout
         plan = json.loads(out.read_text())
         assert plan['samples_per_gpu'] == 2
         peaks[boxes] = plan['measured_peak_bytes']
