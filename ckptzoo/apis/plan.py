@@ -236,7 +236,9 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
     (``shapes``, default :func:`batch_shapes`); the probe batches carry the largest number of
     ground-truth boxes an image of the data has. The cost at a bucket's shape is the line in
     pixels through two probes (:class:`~ckptzoo.memory.shape_model.ShapeCostModel`): one plain
-    recorded step at the smallest bucket, then every mode at the largest; times are the
+    recorded step at a smaller shape (:func:`_probe_shapes`), then every mode at the largest
+    bucket; a recorded step that made the optimizer state is counted as the later steps hold
+    it (:func:`~ckptzoo.memory.probe.probe`), so no warm-up step is made; times are the
     largest's in proportion to the pixels (the first step of a run is slow for one-off
     reasons). Raises
     :class:`~ckptzoo.memory.InfeasibleBudget` naming the largest bucket's shape when no plan
