@@ -70,14 +70,6 @@ def _cfg(variant, root):
     return cfg
 
 
-def _shape(batch):
-    return tuple(int(s) for s in batch['img'].shape[-2:])
-
-
-def _boxes(batch):
-    return max((len(b) for b in batch.get('gt_bboxes', [])), default=0)
-
-
 class _Steps:
     """Steps of the run from one saved start (weights, optimizer state), so that every
     variant computes the same step on the same batch."""
@@ -93,10 +85,7 @@ class _Steps:
     def set(self, modes, segments=()):
         self.model.load_state_dict(self.state)
         self.run.runner.optimizer.load_state_dict(self.opt)
-        self.model.set_checkpoint_segments([])
-        self.model.set_checkpoint_plan({'*': None})
-        self.model.set_checkpoint_plan(dict(modes))
-        self.model.set_checkpoint_segments([list(s) for s in segments])
+        self.model.replace_checkpoint_plan(modes, segments)
 
     def peak(self, batch, modes, segments=()):
         from ckptzoo.memory.step import measure_step
@@ -115,6 +104,7 @@ def bench(variant, args, out):
     from ckptzoo.apis import build_training, set_random_seed
     from ckptzoo.apis.plan import ProbeSession, plan_checkpoints
     from ckptzoo.memory.buckets import bucket_for, solve_buckets
+    from ckptzoo.memory.plan_hook import batch_boxes, batch_shape
     from ckptzoo.memory.shape_model import ShapeCostModel
     from ckptzoo.memory.step import probe_batch, train_step
     from ckptzoo.runner.utils import get_model_device, move_to_device
@@ -135,14 +125,14 @@ def bench(variant, args, out):
         budgets = [low + (high - low) * k // (args.budgets + 1)
                    for k in range(1, args.budgets + 1)]
         step = statistics.median(steps.seconds(batches[largest], plain) for _ in range(3))
-        shapes = sorted({_shape(b) for b in batches}, key=lambda s: s[0] * s[1])
+        shapes = sorted({batch_shape(b) for b in batches}, key=lambda s: s[0] * s[1])
         out += [f'### {variant}: {len(batches)} batches of 2, shapes ' +
                 ', '.join(f'{h}x{w}' for h, w in shapes) +
-                f'; boxes per image up to {max(_boxes(b) for b in batches)}', '',
+                f'; boxes per image up to {max(batch_boxes(b) for b in batches)}', '',
                 f'plain peaks {min(p for p, _ in peaks) / MIB:.1f}-{high / MIB:.1f} MiB, '
                 f'all-full {min(f for _, f in peaks) / MIB:.1f}-'
                 f'{max(f for _, f in peaks) / MIB:.1f} MiB; largest batch '
-                f'{_shape(batches[largest])[0]}x{_shape(batches[largest])[1]}: plain '
+                f'{batch_shape(batches[largest])[0]}x{batch_shape(batches[largest])[1]}: plain '
                 f'{high / MIB:.1f}, all-full {low / MIB:.1f} MiB; its plain step '
                 f'{step * 1e3:.0f} ms (median of 3)', '',
                 '| budget (MiB) | buckets | plan + solve (steps) | epoch max measured (MiB) | '
@@ -158,12 +148,13 @@ def bench(variant, args, out):
             buckets = result.buckets
             model = ShapeCostModel.from_dict(result.cost_model)
             big = batches[largest]
-            single = solve_buckets(model, [_shape(big)], int(budget * (1 - result.margin)))[0]
+            single = solve_buckets(model, [batch_shape(big)],
+                                   int(budget * (1 - result.margin)))[0]
             measured = []
             for b in batches:
-                bucket = bucket_for(buckets, _shape(b))
+                bucket = bucket_for(buckets, batch_shape(b))
                 if bucket is None:
-                    raise RuntimeError(f'no bucket dominates the batch shape {_shape(b)}')
+                    raise RuntimeError(f'no bucket dominates the batch shape {batch_shape(b)}')
                 measured.append(steps.peak(b, bucket.plan, bucket.segments))
             errors = []
             for bucket in buckets:
@@ -174,7 +165,7 @@ def bench(variant, args, out):
             times = {'per-batch': 0.0, 'single': 0.0, 'plain': 0.0, 'full': 0.0}
             for r in range(args.rounds):
                 for i, b in enumerate(batches):
-                    bucket = bucket_for(buckets, _shape(b))
+                    bucket = bucket_for(buckets, batch_shape(b))
                     variants = [('per-batch', bucket.plan, bucket.segments),
                                 ('single', single.plan, single.segments),
                                 ('plain', plain, ())] + ([('full', full, ())] if full_ratio

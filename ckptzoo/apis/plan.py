@@ -267,7 +267,7 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
         while True:
             buckets = solve_buckets(model, bounds, int(budget * (1 - margin)), segments)
             largest = next((b for b in buckets if b.shape == big), buckets[0])
-            _set_modes(session.model, largest.plan, largest.segments)
+            session.model.replace_checkpoint_plan(largest.plan, largest.segments)
             measured, seconds = session.measure_step(batch)
             if measured <= budget or replans >= max_replans:
                 break
@@ -281,7 +281,7 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
                                f'{format_bytes(largest.predicted_peak_bytes)}); re-planning '
                                f'with a margin of {margin:.1%}')
         largest.measured_peak_bytes = measured
-    _set_modes(session.model, largest.plan, largest.segments)
+    session.model.replace_checkpoint_plan(largest.plan, largest.segments)
     options = run.options
     return PlanResult(budget, largest.predicted_peak_bytes, measured, dict(largest.plan),
                       [list(s) for s in largest.segments], options.fp16,
@@ -289,14 +289,6 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
                       largest.predicted_step_time, seconds, margin, replans,
                       model.table_at(largest.shape), buckets=buckets, boxes_per_image=boxes,
                       shapes_note=shapes.note, cost_model=model.to_dict())
-
-
-def _set_modes(model, modes, segments):
-    """Exactly ``modes`` and ``segments`` in force on ``model``."""
-    model.set_checkpoint_segments([])
-    model.set_checkpoint_plan({'*': None})
-    model.set_checkpoint_plan(dict(modes))
-    model.set_checkpoint_segments([list(s) for s in segments])
 
 
 def _fp16_flags(model):

@@ -174,12 +174,8 @@ class MemoryPlanHook(Hook):
         key = _plan_key(bucket.plan, bucket.segments)
         if key == self._in_force:
             return
-        model = unwrap_model(runner.model)
-        if model.checkpoint_units():
-            model.set_checkpoint_plan({'*': None})  # exactly the bucket's plan, not a merge
-        if bucket.plan:
-            model.set_checkpoint_plan(dict(bucket.plan))
-        model.set_checkpoint_segments([list(s) for s in bucket.segments])
+        # exactly the bucket's plan, not a merge into the one in force
+        unwrap_model(runner.model).replace_checkpoint_plan(bucket.plan, bucket.segments)
         self._in_force = key
 
     # ---------------------------------------------------------------------------- the step

@@ -402,8 +402,7 @@ def _fixed_bytes(run, batch):
     params = [p for p in model.parameters()]
     return dict(parameters=total(params), buffers=total(model.buffers()),
                 gradients=total(p for p in params if p.requires_grad),
-                optimizer_state=total(t for s in optimizer.state.values() for t in s.values()
-                                      if isinstance(t, torch.Tensor)),
+                optimizer_state=optimizer_state_bytes(optimizer),
                 batch=total(iter_tensors(batch)))
 
 

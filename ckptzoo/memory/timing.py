@@ -47,10 +47,7 @@ def _each_from_the_same_start(run):
         modes, segments = plan if isinstance(plan, tuple) else (plan, [])
         model.load_state_dict(state)
         runner.optimizer.load_state_dict(opt_state)
-        model.set_checkpoint_segments([])
-        model.set_checkpoint_plan({'*': None})
-        model.set_checkpoint_plan(dict(modes))
-        model.set_checkpoint_segments(list(segments))
+        model.replace_checkpoint_plan(modes, segments)
     try:
         yield reset
     finally:

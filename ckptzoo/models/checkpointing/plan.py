@@ -211,6 +211,16 @@ class CheckpointOwnerMixin:
         return [[prefix + a, prefix + b] for prefix, owner in _owners(self)
                 for a, b in getattr(owner, '_cp_segments', {}).items()]
 
+    def replace_checkpoint_plan(self, plan: Mapping[str, Optional[str]],
+                                segments: Sequence[Sequence[str]] = ()) -> None:
+        """Put exactly ``plan`` (the units it does not name plain) and exactly ``segments`` in
+        force, where :meth:`set_checkpoint_plan` merges into the plan in force: what switching
+        between whole plans needs (a plan per batch shape, plans timed in turn)."""
+        self.set_checkpoint_segments([])
+        if self.checkpoint_units():
+            self.set_checkpoint_plan({'*': None, **dict(plan)})
+        self.set_checkpoint_segments([list(s) for s in segments])
+
     def set_checkpoint_segments(self, segments: Sequence[Sequence[str]]) -> List[List[str]]:
         """Run each ``[first, last]`` span of consecutive units of one chain under one
         ``'full'`` checkpoint that keeps only its inputs; replaces the segments in force
