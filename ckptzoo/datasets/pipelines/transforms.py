@@ -6,83 +6,12 @@ Images are HWC numpy arrays; boxes are float32 ``[n, 4]`` x1y1x2y2 arrays listed
 """
 import numbers
 
-import cv2
 import numpy as np
 
 from ...registry import TRANSFORMS
-
-_INTERP = {
-    'nearest': cv2.INTER_NEAREST,
-    'bilinear': cv2.INTER_LINEAR,
-    'bicubic': cv2.INTER_CUBIC,
-    'area': cv2.INTER_AREA,
-    'lanczos': cv2.INTER_LANCZOS4,
-}
-
-
-def _scale_size(size, scale):
-    w, h = size
-    return int(w * float(scale) + 0.5), int(h * float(scale) + 0.5)
-
-
-def rescale_size(old_size, scale, return_scale=False):
-    """mmcv.rescale_size: the ``(w, h)`` that keeps the aspect ratio of ``old_size`` with the
-    long edge <= max(scale) and the short edge <= min(scale) (or times a float ``scale``)."""
-    w, h = old_size
-    if isinstance(scale, numbers.Number) and not isinstance(scale, bool):
-        if scale <= 0:
-            raise ValueError(f'a scale factor must be positive, got {scale}')
-        scale_factor = scale
-    elif isinstance(scale, tuple) and len(scale) == 2:
-        scale_factor = min(max(scale) / max(h, w), min(scale) / min(h, w))
-    else:
-        raise TypeError(f'scale must be a number or a tuple of 2 ints, got {scale!r}')
-    new_size = _scale_size((w, h), scale_factor)
-    return (new_size, scale_factor) if return_scale else new_size
-
-
-def imresize(img, size, interpolation='bilinear'):
-    """Resize to ``size=(w, h)``; returns the image, w_scale and h_scale (as mmcv)."""
-    h, w = img.shape[:2]
-    if interpolation not in _INTERP:
-        raise ValueError(f'interpolation must be one of {sorted(_INTERP)}, got {interpolation!r}')
-    out = cv2.resize(img, tuple(int(s) for s in size), interpolation=_INTERP[interpolation])
-    if img.ndim == 3 and out.ndim == 2:  # cv2 drops a channel axis of size 1
-        out = out[..., None]
-    return out, size[0] / w, size[1] / h
-
-
-def imrescale(img, scale, interpolation='bilinear'):
-    h, w = img.shape[:2]
-    new_size = rescale_size((w, h), scale)
-    return imresize(img, new_size, interpolation)[0]
-
-
-def imflip(img, direction='horizontal'):
-    if direction == 'horizontal':
-        return np.flip(img, axis=1).copy()
-    if direction == 'vertical':
-        return np.flip(img, axis=0).copy()
-    if direction == 'diagonal':
-        return np.flip(img, axis=(0, 1)).copy()
-    raise ValueError(f"direction must be 'horizontal', 'vertical' or 'diagonal', got {direction!r}")
-
-
-def impad(img, shape, pad_val=0):
-    """Pad on the bottom and right to ``shape=(h, w)`` (mmcv.impad, constant mode)."""
-    h, w = img.shape[:2]
-    if shape[0] < h or shape[1] < w:
-        raise ValueError(f'pad shape {tuple(shape)} is smaller than the image {(h, w)}')
-    out = np.empty((shape[0], shape[1]) + img.shape[2:], dtype=img.dtype)
-    out[...] = pad_val
-    out[:h, :w, ...] = img
-    return out
-
-
-def impad_to_multiple(img, divisor, pad_val=0):
-    h, w = img.shape[:2]
-    return impad(img, (int(np.ceil(h / divisor)) * divisor,
-                       int(np.ceil(w / divisor)) * divisor), pad_val)
+from ...utils.geometric import INTERP_CODES as _INTERP
+from ...utils.geometric import (imflip, impad, impad_to_multiple, imrescale,  # noqa: F401
+                                imresize, rescale_size)
 
 
 def _is_scale(s):
