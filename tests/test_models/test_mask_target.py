@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from ckptzoo.models.roi_heads.mask_target import mask_target, mask_target_single
+from ckptzoo.structures import BitmapMasks, PolygonMasks
 
 
 class RecordingMasks:
@@ -95,3 +96,55 @@ def test_bad_mask_size(cfg, words):
 def test_lists_of_different_lengths():
     with pytest.raises(ValueError, match='one entry per image'):
         mask_target([torch.zeros(0, 4)], [], [RecordingMasks(1, 8, 8)], dict(mask_size=4))
+
+
+# ---- with the real mask structures --------------------------------------------------------
+
+def _square_bitmap():
+    mask = np.zeros((1, 16, 16), dtype=np.uint8)
+    mask[0, 4:12, 4:12] = 1
+    return BitmapMasks(mask, 16, 16)
+
+
+def test_bitmap_targets_by_hand():
+    """RoIAlign (aligned) bins of the clipped proposal, thresholded at 0.5."""
+    proposals = torch.tensor([[4.0, 4.0, 12.0, 12.0], [0.0, 0.0, 16.0, 16.0],
+                              [-8.0, -8.0, 8.0, 8.0]])  # the last is clipped to [0, 0, 8, 8]
+    targets = mask_target_single(proposals, torch.tensor([0, 0, 0]), _square_bitmap(),
+                                 dict(mask_size=4))
+    assert targets.dtype == torch.float32
+    torch.testing.assert_close(targets[0], torch.ones(4, 4))
+    edge = torch.tensor([0.0, 1.0, 1.0, 0.0])
+    torch.testing.assert_close(targets[1], edge[:, None] * edge[None, :])
+    corner = torch.tensor([0.0, 0.0, 1.0, 1.0])
+    torch.testing.assert_close(targets[2], corner[:, None] * corner[None, :])
+
+
+def test_soft_bitmap_targets_are_roi_align_averages():
+    proposals = torch.tensor([[2.0, 2.0, 10.0, 10.0]])
+    soft = mask_target_single(proposals, torch.tensor([0]), _square_bitmap(),
+                              dict(mask_size=2, soft_mask_target=True))
+    # each 4 x 4 bin: the first row / column of bins covers [2, 6) of which [4, 6) is mask
+    torch.testing.assert_close(soft[0], torch.tensor([[0.25, 0.5], [0.5, 1.0]]))
+
+
+def test_polygon_and_bitmap_targets_agree():
+    """The same objects as polygons and as their rasterised bitmaps give the same targets
+    but for pixels on the outlines (mmdet rasterises polygons after the crop)."""
+    polys = [[np.array([5.0, 6.0, 40.0, 4.0, 44.0, 30.0, 20.0, 44.0, 3.0, 25.0])],
+             [np.array([30.0, 30.0, 60.0, 33.0, 50.0, 60.0])]]
+    poly_masks = PolygonMasks(polys, 64, 64)
+    bitmaps = BitmapMasks(poly_masks.to_ndarray(), 64, 64)
+    proposals = torch.tensor([[2.0, 2.0, 46.0, 46.0], [28.0, 26.0, 62.0, 62.0],
+                              [10.0, 0.0, 70.0, 40.0], [0.0, 20.0, 30.0, 50.0]])
+    inds = torch.tensor([0, 1, 0, 0])
+    cfg = dict(mask_size=28)
+    from_polys = mask_target([proposals], [inds], [poly_masks], cfg)
+    from_bits = mask_target([proposals], [inds], [bitmaps], cfg)
+    assert from_polys.shape == from_bits.shape == (4, 28, 28)
+    assert from_polys.sum() > 0.2 * from_polys.numel()
+    agree = (from_polys == from_bits).float().mean(dim=(1, 2))
+    assert (agree > 0.95).all(), agree
+    with pytest.raises(ValueError, match='binar'):
+        mask_target([proposals], [inds], [poly_masks], dict(mask_size=28,
+                                                             soft_mask_target=True))
