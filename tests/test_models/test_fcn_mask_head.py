@@ -263,6 +263,14 @@ def test_get_seg_masks_on_cpu_fills_only_the_region_around_the_boxes():
     assert mask[15, 9:101].all() and not mask[15, :9].any()
 
 
+def test_get_seg_masks_needs_mask_thr_binary():
+    head = _head()
+    mask_pred, bboxes, labels = _seg_inputs()
+    with pytest.raises(ValueError, match='mask_thr_binary'):
+        head.get_seg_masks(mask_pred, bboxes, labels, dict(score_thr=0.05), (32, 40),
+                           torch.ones(4), rescale=False)
+
+
 def test_get_seg_masks_without_detections():
     head = _head()
     segms = head.get_seg_masks(torch.zeros(0, 3, 28, 28), torch.zeros(0, 5),

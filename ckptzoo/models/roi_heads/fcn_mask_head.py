@@ -211,8 +211,11 @@ class FCNMaskHead(nn.Module):
             w_scale, h_scale = scale_factor[0], scale_factor[1]
             img_h = int(np.round(ori_shape[0] * h_scale.item()).astype(np.int32))
             img_w = int(np.round(ori_shape[1] * w_scale.item()).astype(np.int32))
-        threshold = rcnn_test_cfg['mask_thr_binary'] if isinstance(rcnn_test_cfg, dict) \
-            else rcnn_test_cfg.mask_thr_binary
+        threshold = rcnn_test_cfg.get('mask_thr_binary') if isinstance(rcnn_test_cfg, dict) \
+            else getattr(rcnn_test_cfg, 'mask_thr_binary', None)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise ValueError(f'the rcnn test_cfg needs mask_thr_binary (a number, 0.5 for '
+                             f'Mask R-CNN) to make masks, got {rcnn_test_cfg!r}')
         num = len(mask_pred)
         if num == 0:  # mmdet fails on torch.chunk(..., 0); no detection, no mask
             return cls_segms
@@ -229,7 +232,7 @@ class FCNMaskHead(nn.Module):
                 masks_chunk = (masks_chunk * 255).to(dtype=torch.uint8)
             im_mask[(inds, ) + spatial_inds] = masks_chunk
         for i in range(num):
-            cls_segms[labels[i]].append(im_mask[i].detach().cpu().numpy())
+            cls_segms[int(labels[i])].append(im_mask[i].detach().cpu().numpy())
         return cls_segms
 
 
