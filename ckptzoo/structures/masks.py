@@ -52,6 +52,17 @@ def poly2mask(mask_ann, img_h, img_w):
     return mask_utils.decode(rle)
 
 
+def encode_mask_results(mask_results):
+    """A detector's masks (per class a list of bool ``(H, W)`` arrays) as COCO RLE dicts
+    (mmdet's ``encode_mask_results``: the test loop keeps these, not full-size bitmaps); a
+    ``(segms, mask_scores)`` tuple (mask scoring) keeps its scores."""
+    segms, scores = mask_results if isinstance(mask_results, tuple) else (mask_results, None)
+    encoded = [[m if isinstance(m, dict) else
+                mask_utils.encode(np.array(m[:, :, None], order='F', dtype=np.uint8))[0]
+                for m in cls_segms] for cls_segms in segms]
+    return encoded if scores is None else (encoded, scores)
+
+
 def polygon_to_bitmap(polygons, height, width):
     """The union of one instance's polygons as a bool ``(height, width)`` bitmap."""
     polygons = [np.asarray(p, dtype=np.float64) for p in polygons]

@@ -29,9 +29,10 @@ class Resize:
     ``keep_ratio`` the image is scaled so its long edge <= max(scale) and short edge <=
     min(scale); otherwise it is resized to exactly ``scale``. ``results['scale_factor']`` is
     ``np.float32 [w_scale, h_scale, w_scale, h_scale]``; boxes are multiplied by it and, with
-    ``bbox_clip_border``, clipped to the image. A ``results['scale']`` set beforehand (by
-    ``MultiScaleFlipAug``) wins over ``img_scale`` unless ``override``; a float
-    ``results['scale_factor']`` set beforehand scales the image by that factor.
+    ``bbox_clip_border``, clipped to the image; masks (``mask_fields``) follow the image. A
+    ``results['scale']`` set beforehand (by ``MultiScaleFlipAug``) wins over ``img_scale``
+    unless ``override``; a float ``results['scale_factor']`` set beforehand scales the image
+    by that factor.
     """
 
     def __init__(self, img_scale=None, multiscale_mode='range', ratio_range=None, keep_ratio=True,
@@ -127,6 +128,17 @@ class Resize:
                 bboxes[:, 1::2] = np.clip(bboxes[:, 1::2], 0, h)
             results[key] = bboxes.astype(np.float32)
 
+    def _resize_masks(self, results):
+        """As mmdet: ``rescale`` by ``results['scale']`` when keeping the ratio (the image's
+        own rule, so masks and image agree), else ``resize`` to ``img_shape``."""
+        for key in results.get('mask_fields', []):
+            if results[key] is None:
+                continue
+            if self.keep_ratio:
+                results[key] = results[key].rescale(results['scale'])
+            else:
+                results[key] = results[key].resize(results['img_shape'][:2])
+
     def __call__(self, results):
         if 'scale' not in results:
             if 'scale_factor' in results:
@@ -148,6 +160,7 @@ class Resize:
                 self._random_scale(results)
         self._resize_img(results)
         self._resize_bboxes(results)
+        self._resize_masks(results)
         return results
 
     def __repr__(self):
@@ -164,7 +177,8 @@ class RandomFlip:
     """mmdet 2.x ``RandomFlip``. ``flip_ratio`` is a probability (split evenly over a list of
     directions) or a list of per-direction probabilities. A ``results['flip']`` set beforehand
     (by ``MultiScaleFlipAug``) is obeyed; ``flip_ratio=None`` then means never flip on its own.
-    A horizontal flip maps boxes as ``x1' = w - x2, x2' = w - x1``."""
+    A horizontal flip maps boxes as ``x1' = w - x2, x2' = w - x1``; masks (``mask_fields``)
+    flip along."""
 
     def __init__(self, flip_ratio=None, direction='horizontal'):
         if isinstance(flip_ratio, list):
@@ -229,6 +243,8 @@ class RandomFlip:
                 results[key] = imflip(results[key], direction)
             for key in results.get('bbox_fields', []):
                 results[key] = self.bbox_flip(results[key], results['img_shape'], direction)
+            for key in results.get('mask_fields', []):
+                results[key] = results[key].flip(direction)
         return results
 
     def __repr__(self):
@@ -263,7 +279,8 @@ class Normalize:
 @TRANSFORMS.register_module()
 class Pad:
     """Pad on the bottom/right to a fixed ``size=(h, w)``, to a multiple of ``size_divisor``,
-    or to a square; boxes are unchanged. Sets ``pad_shape``."""
+    or to a square; boxes are unchanged; masks (``mask_fields``) are padded to ``pad_shape``
+    with ``pad_val['masks']``. Sets ``pad_shape``."""
 
     def __init__(self, size=None, size_divisor=None, pad_to_square=False,
                  pad_val=dict(img=0, masks=0, seg=255)):
@@ -300,6 +317,9 @@ class Pad:
         results['pad_shape'] = padded.shape
         results['pad_fixed_size'] = size
         results['pad_size_divisor'] = self.size_divisor
+        for key in results.get('mask_fields', []):
+            results[key] = results[key].pad(results['pad_shape'][:2],
+                                            pad_val=self.pad_val.get('masks', 0))
         return results
 
     def __repr__(self):
