@@ -108,6 +108,9 @@ def stand_in_dataset(cfg: Config, boxes_per_image: int = DEFAULT_BOXES,
     extra = {} if collect is None or 'meta_keys' not in collect else \
         dict(meta_keys=collect['meta_keys'])
     classes = train.get('classes') if isinstance(train, dict) else None
+    load = next((t for t in pipeline if t.get('type') == 'LoadAnnotations'), None)
+    if load is not None and load.get('with_mask', False):  # the masks' kind, as loaded
+        extra['poly2mask'] = load.get('poly2mask', True)
     return StandInDataset(shape, num_classes, num_samples=samples_per_gpu_of(cfg), task=task,
                           boxes_per_image=boxes_per_image, keys=keys, img_norm_cfg=norm_cfg,
                           classes=classes if isinstance(classes, (list, tuple)) else None,

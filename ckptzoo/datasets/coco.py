@@ -12,7 +12,10 @@ Fixes over mmdet 2.28.2, names kept:
   entry (mmdet failed later, or silently trained on wrong data);
 - results with no detection at all evaluate to 0 AP (mmdet logged an error and returned no
   metric, which broke ``save_best``);
-- ``get_cat_ids`` returns labels, as every other dataset (mmdet returned COCO category ids).
+- ``get_cat_ids`` returns labels, as every other dataset (mmdet returned COCO category ids);
+- with ``LoadAnnotations(with_mask=True)`` the masks training reads are checked when the
+  dataset is built (:meth:`CocoDataset.check_mask_annotations`);
+- segm results may hold bool masks or RLE dicts (mmdet needed RLE) and are not modified.
 
 ``min_size`` (default 32, mmdet's fixed value) is the shortest image side kept in training.
 """
@@ -20,20 +23,23 @@ import contextlib
 import io
 import itertools
 import json
-import math
 import numbers
 import os.path as osp
 import tempfile
+import warnings
 from collections import OrderedDict, defaultdict
 
 import numpy as np
 from mmengine.fileio import dump
 from mmengine.logging import print_log
 from pycocotools.coco import COCO as _COCO
+from pycocotools import mask as mask_utils
 from pycocotools.cocoeval import COCOeval
 
 from ..registry import DATASETS
+from .coco_check import check_coco_json
 from .custom import CustomDataset
+from .mask_ann import mask_ann_problem
 
 __all__ = ['COCO', 'COCOeval', 'CocoDataset']
 
@@ -75,64 +81,19 @@ class COCO(_COCO):
         return self.loadImgs(ids)
 
 
-def _is_number(v):
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _fields(entries, section, required, ann_file):
-    if not isinstance(entries, list):
-        raise ValueError(f'COCO json {ann_file!r}: {section!r} must be a list, '
-                         f'got {type(entries).__name__}')
-    ids = set()
-    for i, entry in enumerate(entries):
-        missing = [k for k in required if not isinstance(entry, dict) or k not in entry]
-        if missing:
-            raise ValueError(f'COCO json {ann_file!r}: {section}[{i}] has no '
-                             f'{", ".join(map(repr, missing))} (needs {list(required)})')
-        if entry['id'] in ids:
-            raise ValueError(f'COCO json {ann_file!r}: {section}[{i}] repeats id '
-                             f'{entry["id"]!r}; ids must be unique')
-        ids.add(entry['id'])
-    return ids
-
-
-def check_coco_json(data, ann_file, img_prefix=None):
-    """Raise a ValueError / FileNotFoundError naming ``ann_file`` and the entry for what
-    ``CocoDataset`` cannot use; ``img_prefix`` (a local folder) also checks the image files."""
-    if not isinstance(data, dict):
-        raise ValueError(f'COCO json {ann_file!r} must hold an object with images, '
-                         f'annotations and categories, got {type(data).__name__}')
-    for key in ('images', 'categories'):
-        if key not in data:
-            raise ValueError(f'COCO json {ann_file!r} has no {key!r} (keys: {sorted(data)})')
-    img_ids = _fields(data['images'], 'images', ('id', 'file_name', 'width', 'height'),
-                      ann_file)
-    cat_ids = _fields(data['categories'], 'categories', ('id', 'name'), ann_file)
-    _fields(data.get('annotations', []), 'annotations', ('id', 'image_id', 'category_id',
-                                                         'bbox'), ann_file)
-    for i, img in enumerate(data['images']):
-        if not (_is_number(img['width']) and _is_number(img['height'])
-                and img['width'] > 0 and img['height'] > 0):
-            raise ValueError(f'COCO json {ann_file!r}: images[{i}] (id {img["id"]!r}): width '
-                             f'and height must be positive numbers, got {img["width"]!r}, '
-                             f'{img["height"]!r}')
-        if img_prefix is not None:
-            path = osp.join(img_prefix, img['file_name'])
-            if not osp.isfile(path):
-                raise FileNotFoundError(f'COCO json {ann_file!r}: images[{i}] (id '
-                                        f'{img["id"]!r}): image file {path!r} does not exist')
-    for i, ann in enumerate(data.get('annotations', [])):
-        where = f'COCO json {ann_file!r}: annotations[{i}] (id {ann["id"]!r})'
-        if ann['image_id'] not in img_ids:
-            raise ValueError(f'{where}: image_id {ann["image_id"]!r} is not the id of an image')
-        if ann['category_id'] not in cat_ids:
-            raise ValueError(f'{where}: unknown category_id {ann["category_id"]!r}; the '
-                             f'categories are {sorted(cat_ids, key=str)}')
-        bbox = ann['bbox']
-        if not (isinstance(bbox, (list, tuple)) and len(bbox) == 4
-                and all(_is_number(v) for v in bbox) and bbox[2] >= 0 and bbox[3] >= 0):
-            raise ValueError(f'{where}: malformed bbox {bbox!r}; a bbox is [x, y, width, '
-                             f'height], 4 finite numbers with width, height >= 0')
+def _rle_json(mask):
+    """A mask as COCO json's RLE: ``counts`` a str."""
+    if isinstance(mask, dict):
+        rle = dict(mask)
+    else:
+        mask = np.asarray(mask)
+        if mask.ndim != 2:
+            raise ValueError(f'a mask result is an (H, W) array or an RLE dict, got shape '
+                             f'{mask.shape}')
+        rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
+    if isinstance(rle.get('counts'), bytes):
+        rle['counts'] = rle['counts'].decode()
+    return rle
 
 
 @DATASETS.register_module()
@@ -144,9 +105,9 @@ class CocoDataset(CustomDataset):
     ``min_size`` and, with ``filter_empty_gt``, images with no annotation of a class in
     ``CLASSES`` (crowd ones count, as in mmdet)."""
 
-    #: the ``metric`` values ``evaluate`` takes (mmdet 2.x's 'segm' and 'proposal_fast' are not
-    #: implemented: no mask models, no fast recall)
-    METRICS = ('bbox', 'proposal')
+    #: the ``metric`` values ``evaluate`` takes (mmdet 2.x's 'proposal_fast' is not
+    #: implemented: no fast recall)
+    METRICS = ('bbox', 'segm', 'proposal')
     CLASSES = ('person', 'bicycle', 'car', 'motorcycle', 'airplane', 'bus', 'train', 'truck',
                'boat', 'traffic light', 'fire hydrant', 'stop sign', 'parking meter', 'bench',
                'bird', 'cat', 'dog', 'horse', 'sheep', 'cow', 'elephant', 'bear', 'zebra',
@@ -232,8 +193,8 @@ class CocoDataset(CustomDataset):
         self.img_ids = valid_img_ids
         return valid_inds
 
-    def _parse_ann_info(self, img_info, ann_info):
-        gt_bboxes, gt_labels, gt_bboxes_ignore, gt_masks_ann = [], [], [], []
+    def _kept_anns(self, img_info, ann_info):
+        """``(ann, [x1, y1, x2, y2], is_crowd)`` of the annotations training keeps."""
         for ann in ann_info:
             if ann.get('ignore', False):
                 continue
@@ -246,8 +207,12 @@ class CocoDataset(CustomDataset):
                 continue
             if ann['category_id'] not in self.cat2label:
                 continue
-            bbox = [x1, y1, x1 + w, y1 + h]
-            if ann.get('iscrowd', False):
+            yield ann, [x1, y1, x1 + w, y1 + h], bool(ann.get('iscrowd', False))
+
+    def _parse_ann_info(self, img_info, ann_info):
+        gt_bboxes, gt_labels, gt_bboxes_ignore, gt_masks_ann = [], [], [], []
+        for ann, bbox, crowd in self._kept_anns(img_info, ann_info):
+            if crowd:
                 gt_bboxes_ignore.append(bbox)
             else:
                 gt_bboxes.append(bbox)
@@ -259,6 +224,44 @@ class CocoDataset(CustomDataset):
             bboxes_ignore=np.array(gt_bboxes_ignore, dtype=np.float32).reshape(-1, 4),
             masks=gt_masks_ann,
             seg_map=img_info['filename'].rsplit('.', 1)[0] + self.seg_suffix)
+
+    def check_mask_annotations(self):
+        """The masks of the objects training reads (non-crowd, kept): each an error naming the
+        json and the annotation id when it cannot be its image's mask (see
+        :mod:`ckptzoo.datasets.mask_ann`: no ``segmentation``, no polygon of 3 points, an RLE
+        of another size); polygons of fewer than 3 points beside valid ones are dropped, as
+        mmdet drops them, with one warning counting them."""
+        where = f'COCO json {self.ann_file!r}'
+        missing, dropped = [], []
+        for info in self.data_infos:
+            anns = self.coco.load_anns(self.coco.get_ann_ids(img_ids=[info['id']]))
+            for ann, _, crowd in self._kept_anns(info, anns):
+                if crowd:
+                    continue
+                if ann.get('segmentation') is None:
+                    missing.append(ann['id'])
+                    continue
+                problem, n = mask_ann_problem(ann['segmentation'], info['height'],
+                                              info['width'])
+                if problem is not None:
+                    raise ValueError(f'{where}: annotation id {ann["id"]!r} (image '
+                                     f'{info["file_name"]!r}): {problem}')
+                if n:
+                    dropped.append((ann['id'], n))
+        if missing:
+            if not any('segmentation' in a for a in self.coco.dataset.get('annotations', [])):
+                raise ValueError(f'{where} has no instance masks (no annotation has a '
+                                 f"'segmentation'), but the pipeline has "
+                                 f'LoadAnnotations(with_mask=True); use with_mask=False or a '
+                                 f'json with masks')
+            raise ValueError(f"{where}: annotation ids {missing[:5]} ({len(missing)} in all) "
+                             f"have no 'segmentation'; LoadAnnotations(with_mask=True) needs "
+                             f'a mask for every object')
+        if dropped:
+            warnings.warn(f'{where}: {sum(n for _, n in dropped)} polygons of fewer than 3 '
+                          f'points are dropped (annotation ids '
+                          f'{[i for i, _ in dropped[:5]]}{"..." if len(dropped) > 5 else ""}); '
+                          f'their annotations keep their other polygons')
 
     @staticmethod
     def xyxy2xywh(bbox):
@@ -283,23 +286,58 @@ class CocoDataset(CustomDataset):
                                     score=float(box[4]), category_id=self.label2cat[label]))
         return out
 
+    def _segm2json(self, results):
+        """``(bbox_json, segm_json)`` of ``(bbox_results, segm_results)`` per image: a segm
+        entry per box, scored by the box (or by ``mask_scores`` of a ``(segms, mask_scores)``
+        pair), its mask a bool ``(H, W)`` array (RLE-encoded here) or an RLE dict."""
+        bbox_json, segm_json = [], []
+        for idx, (img_id, (det, seg)) in enumerate(zip(self.img_ids, results)):
+            segms, mask_scores = seg if isinstance(seg, tuple) else (seg, None)
+            if len(segms) != len(det):
+                raise ValueError(f'image {idx}: {len(det)} classes of boxes but {len(segms)} '
+                                 f'of masks')
+            for label, boxes in enumerate(det):
+                if len(segms[label]) != len(boxes):
+                    raise ValueError(f'image {idx}, class {label}: {len(boxes)} boxes but '
+                                     f'{len(segms[label])} masks')
+                if label not in self.label2cat:
+                    continue
+                cat_id = self.label2cat[label]
+                for i, box in enumerate(boxes):
+                    bbox = self.xyxy2xywh(box)
+                    bbox_json.append(dict(image_id=img_id, bbox=bbox, score=float(box[4]),
+                                          category_id=cat_id))
+                    score = box[4] if mask_scores is None else mask_scores[label][i]
+                    segm_json.append(dict(image_id=img_id, bbox=bbox, score=float(score),
+                                          category_id=cat_id,
+                                          segmentation=_rle_json(segms[label][i])))
+        return bbox_json, segm_json
+
     def results2json(self, results, outfile_prefix):
         """Write ``<prefix>.bbox.json`` (detections: per image, a list per class of [k, 5]
-        arrays) or ``<prefix>.proposal.json`` (per image one [k, 5] array); returns the
-        paths by kind (``bbox`` and ``proposal`` name the same file for detections)."""
+        arrays), also ``<prefix>.segm.json`` for instance segmentation (per image a
+        ``(bbox_results, segm_results)`` tuple), or ``<prefix>.proposal.json`` (per image one
+        [k, 5] array); returns the paths by kind (``bbox`` and ``proposal`` name the same
+        file for detections)."""
         if isinstance(results[0], list):
             path = f'{outfile_prefix}.bbox.json'
             dump(self._det2json(results), path)
             return dict(bbox=path, proposal=path)
         if isinstance(results[0], tuple):
-            raise NotImplementedError('instance segmentation results (bbox, segm) cannot be '
-                                      'formatted: ckptzoo has no mask models')
+            bbox_json, segm_json = self._segm2json(results)
+            files = dict(bbox=f'{outfile_prefix}.bbox.json',
+                         proposal=f'{outfile_prefix}.bbox.json',
+                         segm=f'{outfile_prefix}.segm.json')
+            dump(bbox_json, files['bbox'])
+            dump(segm_json, files['segm'])
+            return files
         if isinstance(results[0], np.ndarray):
             path = f'{outfile_prefix}.proposal.json'
             dump(self._proposal2json(results), path)
             return dict(proposal=path)
-        raise TypeError(f'results must hold per-image lists (detections) or arrays '
-                        f'(proposals), got {type(results[0]).__name__}')
+        raise TypeError(f'results must hold per-image lists (detections), (bbox, segm) tuples '
+                        f'(instance segmentation) or arrays (proposals), got '
+                        f'{type(results[0]).__name__}')
 
     def format_results(self, results, jsonfile_prefix=None, **kwargs):
         """Write the results as COCO json; returns ``(result_files, tmp_dir)``, ``tmp_dir``
@@ -315,9 +353,14 @@ class CocoDataset(CustomDataset):
             jsonfile_prefix = osp.join(tmp_dir.name, 'results')
         return self.results2json(results, jsonfile_prefix), tmp_dir
 
-    def _load_results(self, path):
+    def _load_results(self, path, iou_type='bbox'):
         with open(path, encoding='utf-8') as f:
             predictions = json.load(f)
+        if iou_type == 'segm':
+            # as mmdet: without 'bbox' pycocotools takes a prediction's area from its mask,
+            # not its box (the small / medium / large APs; the overall AP is the same)
+            for p in predictions:
+                p.pop('bbox', None)
         with contextlib.redirect_stdout(io.StringIO()):
             if predictions:
                 return self.coco.loadRes(predictions)
@@ -327,6 +370,16 @@ class CocoDataset(CustomDataset):
                                       categories=self.coco.dataset['categories'],
                                       annotations=[]))
         return empty
+
+    def _check_gt_masks(self):
+        """Mask AP needs every ground-truth object of the evaluated images to have a mask."""
+        ids = set(self.img_ids)
+        missing = [a['id'] for a in self.coco.dataset.get('annotations', [])
+                   if a['image_id'] in ids and a.get('segmentation') is None]
+        if missing:
+            raise ValueError(f"metric 'segm' needs the ground-truth masks, but annotation ids "
+                             f"{missing[:5]} ({len(missing)} in all) of COCO json "
+                             f"{self.ann_file!r} have no 'segmentation'")
 
     def _classwise_table(self, coco_eval):
         from terminaltables import AsciiTable
@@ -350,17 +403,20 @@ class CocoDataset(CustomDataset):
         """COCO evaluation by pycocotools' ``COCOeval``, printing its summary (and, with
         ``classwise``, the AP of each class). Returns ``bbox_mAP``, ``bbox_mAP_50``,
         ``bbox_mAP_75``, ``bbox_mAP_s/m/l`` (4 decimals) and ``bbox_mAP_copypaste`` for
-        ``metric='bbox'``; ``AR@100`` ... for ``'proposal'``; ``metric_items`` picks others
-        among :data:`COCO_METRIC_NAMES`. ``iou_thrs`` default 0.50:0.05:0.95."""
+        ``metric='bbox'``, the same ``segm_*`` keys for ``'segm'`` (``iouType='segm'`` on
+        ``(bbox, segm)`` results, as mmdet); ``AR@100`` ... for ``'proposal'``;
+        ``metric_items`` picks others among :data:`COCO_METRIC_NAMES`. ``iou_thrs`` default
+        0.50:0.05:0.95."""
         metrics = metric if isinstance(metric, list) else [metric]
         allowed = ('bbox', 'segm', 'proposal', 'proposal_fast')
         for m in metrics:
             if m not in allowed:
                 raise KeyError(f'metric {m!r} is not supported; supported: {list(allowed)}')
-            if m in ('segm', 'proposal_fast'):
-                raise NotImplementedError(f'metric {m!r} is not implemented in ckptzoo '
-                                          f"(no mask models, no fast recall); use 'bbox' or "
-                                          f"'proposal'")
+            if m == 'proposal_fast':
+                raise NotImplementedError("metric 'proposal_fast' is not implemented in "
+                                          "ckptzoo (no fast recall); use 'proposal'")
+        if 'segm' in metrics:
+            self._check_gt_masks()
         if metric_items is not None:
             metric_items = metric_items if isinstance(metric_items, list) else [metric_items]
             for item in metric_items:
@@ -381,7 +437,9 @@ class CocoDataset(CustomDataset):
                 print_log(msg if logger is not None else '\n' + msg, logger=logger)
                 if m not in result_files:
                     raise KeyError(f'{m} is not in the results (got {sorted(result_files)})')
-                coco_eval = COCOeval(self.coco, self._load_results(result_files[m]), 'bbox')
+                iou_type = 'segm' if m == 'segm' else 'bbox'
+                coco_eval = COCOeval(self.coco, self._load_results(result_files[m], iou_type),
+                                     iou_type)
                 coco_eval.params.catIds = self.cat_ids
                 coco_eval.params.imgIds = self.img_ids
                 coco_eval.params.maxDets = list(proposal_nums)

@@ -17,7 +17,9 @@ from torch.utils.data import Dataset
 
 from ..evaluation import eval_map
 from ..registry import DATASETS
+from .mask_ann import mask_ann_problem
 from .pipelines import Compose
+from .pipelines.loading import LoadAnnotations
 from .sample_seed import sample_rng
 
 
@@ -100,6 +102,8 @@ class CustomDataset(Dataset):
             self._set_group_flag()
 
         self.pipeline = Compose(pipeline)
+        if any(isinstance(t, LoadAnnotations) and t.with_mask for t in self.pipeline.transforms):
+            self.check_mask_annotations()
 
     def __len__(self):
         return len(self.data_infos)
@@ -127,6 +131,34 @@ class CustomDataset(Dataset):
 
     def get_cat_ids(self, idx):
         return np.asarray(self.get_ann_info(idx)['labels']).astype(np.int64).tolist()
+
+    def check_mask_annotations(self):
+        """Run when the pipeline has ``LoadAnnotations(with_mask=True)``, before any training:
+        every image's annotation must give one usable mask per box (``ann['masks']``, COCO
+        segmentation format, :mod:`.mask_ann`); an error names the file and the image."""
+        dropped = 0
+        for i, info in enumerate(self.data_infos):
+            ann = self.get_ann_info(i)
+            where = (f'{type(self).__name__} {self.ann_file!r}: image '
+                     f'{info.get("filename", i)!r}')
+            masks = ann.get('masks')
+            if masks is None:
+                raise ValueError(f'{where} has no instance masks (no "masks" in its '
+                                 f'annotation), but the pipeline has '
+                                 f'LoadAnnotations(with_mask=True); use with_mask=False or a '
+                                 f'dataset with masks (CocoDataset)')
+            if len(masks) != len(ann['bboxes']):
+                raise ValueError(f'{where} has {len(masks)} masks for {len(ann["bboxes"])} '
+                                 f'boxes; there must be one mask per box')
+            for k, mask_ann in enumerate(masks):
+                problem, n = mask_ann_problem(mask_ann, info['height'], info['width'])
+                if problem is not None:
+                    raise ValueError(f'{where}, mask {k}: {problem}')
+                dropped += n
+        if dropped:
+            warnings.warn(f'{type(self).__name__} {self.ann_file!r}: {dropped} polygons of '
+                          f'fewer than 3 points are dropped (as mmdet drops them); their '
+                          f'masks keep their other polygons')
 
     def pre_pipeline(self, results):
         results['img_prefix'] = self.img_prefix

@@ -4,7 +4,9 @@ there (``tools/plan_memory.py``). Never a training set: its images are noise.
 
 Every sample is what a training pipeline's ``Collect`` gives: for a detector
 ``dict(img_metas=dict, img=float CHW tensor, gt_bboxes=float [n, 4], gt_labels=long [n])``
-(``gt_bboxes_ignore`` empty when collected), for a classifier ``dict(img=..., gt_label=long
+(``gt_bboxes_ignore`` empty when collected; ``gt_masks`` when collected, a mask model's: one
+per box, the box filled, ``BitmapMasks`` or with ``poly2mask=False`` ``PolygonMasks``, as
+``LoadAnnotations(with_mask=True)`` gives them), for a classifier ``dict(img=..., gt_label=long
 scalar)``, as the classification datasets give it. Each sample is drawn from ``(seed, index)``.
 """
 import numpy as np
@@ -12,6 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..registry import DATASETS
+from ..structures import BitmapMasks, PolygonMasks
 from .pipelines.formatting import DEFAULT_META_KEYS
 
 __all__ = ['StandInDataset']
@@ -19,6 +22,8 @@ __all__ = ['StandInDataset']
 #: the ``Collect`` keys the stand-in makes, per task
 KEYS = dict(detection=('img', 'gt_bboxes', 'gt_labels', 'gt_bboxes_ignore'),
             classification=('img', 'gt_label'))
+#: a mask model's extra key: one mask per box, so only beside ``gt_bboxes``
+MASK_KEY = 'gt_masks'
 #: the meta keys it fills (mmdet 2.x's ``Collect`` defaults)
 META_KEYS = DEFAULT_META_KEYS
 
@@ -44,11 +49,13 @@ class StandInDataset(Dataset):
         img_norm_cfg (dict): the ``Normalize`` arguments put in the metas.
         classes (sequence[str]): class names (default ``class_0 ...``).
         seed (int): base seed of the samples.
+        poly2mask (bool): ``gt_masks`` as bitmaps (True) or polygons, as the pipeline's
+            ``LoadAnnotations`` makes them.
     """
 
     def __init__(self, shape, num_classes, num_samples=2, task='detection',
                  boxes_per_image=100, keys=None, meta_keys=META_KEYS, img_norm_cfg=None,
-                 classes=None, seed=0, test_mode=False):
+                 classes=None, seed=0, test_mode=False, poly2mask=True):
         if task not in KEYS:
             raise ValueError(f"task must be 'detection' or 'classification', got {task!r}")
         if not (isinstance(shape, (tuple, list)) and len(shape) == 2 and all(
@@ -62,10 +69,15 @@ class StandInDataset(Dataset):
             if task == 'detection' else None
         self.task = task
         self.keys = tuple(KEYS[task][:3] if keys is None else keys)
-        unknown = [k for k in self.keys if k not in KEYS[task]]
+        masks_ok = task == 'detection' and 'gt_bboxes' in self.keys
+        unknown = [k for k in self.keys
+                   if k not in KEYS[task] and not (k == MASK_KEY and masks_ok)]
         if 'img' not in self.keys or unknown:
+            extra = (f'; {MASK_KEY!r} (one mask per box) goes with gt_bboxes'
+                     if task == 'detection' else '')
             raise ValueError(f'the stand-in for a {task} training set makes the Collect keys '
-                             f'{list(KEYS[task])} (img among them), got {list(self.keys)}')
+                             f'{list(KEYS[task])} (img among them), got {list(self.keys)}'
+                             + extra)
         self.meta_keys = tuple(meta_keys) if task == 'detection' else ()
         unknown = [k for k in self.meta_keys if k not in META_KEYS]
         if unknown:
@@ -78,6 +90,7 @@ class StandInDataset(Dataset):
             f'class_{k}' for k in range(num_classes))
         self.seed = seed
         self.test_mode = test_mode
+        self.poly2mask = poly2mask
         if task == 'detection':  # GroupSampler's aspect-ratio group, as CustomDataset's
             self.flag = np.full(num_samples, int(self.shape[1] / self.shape[0] > 1),
                                 dtype=np.uint8)
@@ -113,6 +126,17 @@ class StandInDataset(Dataset):
         data = dict(gt_bboxes=boxes, gt_labels=torch.randint(self.num_classes, (n, ),
                                                              generator=gen),
                     gt_bboxes_ignore=torch.zeros(0, 4))
+        if 'gt_masks' in self.keys:
+            data['gt_masks'] = self._box_masks(boxes.numpy(), h, w)
         out = dict(img_metas={k: metas[k] for k in self.meta_keys}, img=out['img'])
         out.update((k, data[k]) for k in self.keys if k != 'img')
         return out
+
+    def _box_masks(self, boxes, h, w):
+        if not self.poly2mask:
+            return PolygonMasks([[np.array([x1, y1, x2, y1, x2, y2, x1, y2], dtype=np.float64)]
+                                 for x1, y1, x2, y2 in boxes.tolist()], h, w)
+        masks = np.zeros((len(boxes), h, w), dtype=np.uint8)
+        for k, (x1, y1, x2, y2) in enumerate(np.round(boxes).astype(np.int64)):
+            masks[k, y1:y2, x1:x2] = 1
+        return BitmapMasks(masks, h, w)

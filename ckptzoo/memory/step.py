@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from mmengine.config import Config
 
 from ..runner.hooks.optimizer import OptimizerHook
 from ..runner.utils import get_model_device, move_to_device
+from ..structures import BitmapMasks, PolygonMasks
 from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
 from .trackers import LiveTensorTracker
@@ -72,7 +74,10 @@ def probe_batch(run: Run, shape: tuple[int, int] | None = None,
     many ground-truth boxes: its own first, then boxes drawn from a generator seeded with
     ``seed`` (the run's random states are not touched), so that the probe measures what grows
     with the boxes (the assigner's IoU matrix of priors x boxes, the targets) at the count
-    asked for. A classification batch has no boxes and ignores it.
+    asked for. A classification batch has no boxes and ignores it. A batch with ``gt_masks``
+    (a mask model's) keeps one mask per box: each image's own masks cut or padded to
+    ``shape`` along with its boxes, a drawn box's mask the box filled (of the kind the loader
+    gives, bitmaps or polygons), so the mask targets cost what they cost in training.
     """
     if boxes_per_image is not None and (isinstance(boxes_per_image, bool) or
                                         not isinstance(boxes_per_image, int) or
@@ -84,6 +89,8 @@ def probe_batch(run: Run, shape: tuple[int, int] | None = None,
     if boxes_per_image is not None and 'gt_bboxes' in batch:
         _fill_boxes(batch, boxes_per_image, _num_classes(run, batch),
                     torch.Generator().manual_seed(seed))
+    if batch.get('gt_masks') is not None and 'gt_bboxes' in batch:
+        _fit_masks(batch)
     return move_to_device(batch, get_model_device(run.runner.model))
 
 
@@ -115,6 +122,34 @@ def _fit_shape(batch, shape):
                 batch[boxes_key][i] = clipped[keep]
                 if batch.get(labels_key) is not None and batch[labels_key][i] is not None:
                     batch[labels_key][i] = batch[labels_key][i][keep]
+                if boxes_key == 'gt_bboxes' and batch.get('gt_masks') is not None:
+                    batch['gt_masks'][i] = batch['gt_masks'][i][keep.cpu().numpy()]
+
+
+def _fit_masks(batch):
+    """Every image's ``gt_masks`` to the batch's padded ``(H, W)``, one per ``gt_bboxes`` row:
+    its own masks (already cut to the kept boxes) first, cropped / padded to the shape, then
+    the drawn boxes filled."""
+    h, w = batch['img'].shape[-2:]
+    window = np.array([0, 0, w, h])
+    for i, boxes in enumerate(batch['gt_bboxes']):
+        masks = batch['gt_masks'][i]
+        own = min(len(masks), boxes.shape[0])
+        masks = masks[np.arange(own)]
+        if (masks.height, masks.width) != (h, w):
+            masks = masks.crop(window).pad((h, w))
+        drawn = boxes[own:].detach().cpu().numpy()
+        if isinstance(masks, PolygonMasks):
+            masks = PolygonMasks(masks.masks + [[np.array([x1, y1, x2, y1, x2, y2, x1, y2],
+                                                          dtype=np.float64)]
+                                                for x1, y1, x2, y2 in drawn], h, w)
+        else:
+            filled = np.zeros((len(drawn), h, w), dtype=np.uint8)
+            for k, (x1, y1, x2, y2) in enumerate(np.round(drawn).astype(np.int64)):
+                filled[k, y1:y2, x1:x2] = 1
+            masks = BitmapMasks(np.concatenate([masks.to_ndarray().astype(np.uint8), filled]),
+                                h, w)
+        batch['gt_masks'][i] = masks
 
 
 def _num_classes(run, batch):

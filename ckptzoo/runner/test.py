@@ -7,6 +7,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..structures import encode_mask_results
 from .dist_utils import get_dist_info
 from .utils import get_model_device, move_to_device, unwrap_model
 
@@ -34,15 +35,21 @@ def _run(model, data_loader, bar_total, rank, world_size, on_batch=None):
         for data in data_loader:
             with torch.no_grad():
                 result = model(return_loss=False, rescale=True, **move_to_device(data, device))
-            results.extend(result)
             if on_batch is not None:
                 on_batch(data, result)
+            results.extend(_encoded(result))
             if bar is not None:
                 for _ in range(len(result) * world_size):
                     bar.update()
     finally:
         model.train(was_training)
     return results
+
+
+def _encoded(result):
+    """Instance masks kept as COCO RLE (mmdet's test loops keep these, not the full-image
+    bitmaps); drawing sees the bitmaps first."""
+    return [(r[0], encode_mask_results(r[1])) if isinstance(r, tuple) else r for r in result]
 
 
 def single_gpu_test(model, data_loader, show=False, out_dir=None, show_score_thr=0.3):

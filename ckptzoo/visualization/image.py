@@ -1,9 +1,12 @@
 """Draw detections or ground truth on an image (mmdet 2.x's ``imshow_det_bboxes``), on
 mmengine's :class:`~mmengine.visualization.Visualizer` (matplotlib underneath).
 
-The image keeps its size and its pixels outside the drawn boxes and labels; labels read
+The image keeps its size and its pixels outside the drawn boxes, masks and labels; labels read
 ``class|score`` just above the box's top-left corner (inside it when the box touches the top),
-their size adapted to the box area as mmdet.
+their size adapted to the box area as mmdet. Instance masks are blended into the image as
+mmdet 2.28.2's ``draw_masks`` does (``pixel * 0.2 + colour * 0.8`` inside the mask, the class
+colour, nudged for each further instance so touching instances stay apart) and outlined in
+white.
 """
 import os
 import os.path as osp
@@ -12,7 +15,11 @@ import numpy as np
 
 from .palette import get_palette
 
-__all__ = ['imshow_det_bboxes', 'imwrite']
+__all__ = ['imshow_det_bboxes', 'imwrite', 'draw_masks']
+
+#: the mask colour's weight in the blend (mmdet 2.28.2's ``draw_masks`` default, which
+#: ``imshow_det_bboxes`` uses)
+MASK_ALPHA = 0.8
 
 _VISUALIZER = 'ckptzoo_imshow_det_bboxes'
 _PX_PER_PT = 100 / 72  # the Visualizer's figures are 100 dpi: text height per point
@@ -54,6 +61,39 @@ def _read(img):
     return img
 
 
+def _as_masks(segms, shape):
+    """``(n, H, W)`` bool from an array, a list of (H, W) arrays / tensors or RLE dicts."""
+    if isinstance(segms, np.ndarray):
+        masks = segms
+    else:
+        import pycocotools.mask as mask_utils
+        masks = [mask_utils.decode(m) if isinstance(m, dict) else
+                 (m.detach().cpu().numpy() if hasattr(m, 'detach') else np.asarray(m))
+                 for m in segms]
+        masks = np.stack(masks) if masks else np.zeros((0,) + shape, bool)
+    if masks.ndim != 3 or masks.shape[1:] != shape:
+        raise ValueError(f'segms must be (n, {shape[0]}, {shape[1]}) masks of the image, got '
+                         f'shape {masks.shape}')
+    return masks.astype(bool)
+
+
+def draw_masks(img, masks, colors, alpha=MASK_ALPHA):
+    """Blend each mask into the RGB uint8 ``img`` (in place) with its colour; a colour already
+    taken is nudged (mmdet's ``_get_bias_color``, from a fixed seed here, not numpy's global
+    generator). Returns the masks' outlines (cv2 contours) for drawing."""
+    from ..structures import bitmap_to_polygon
+    rng = np.random.default_rng(0)
+    taken, outlines = set(), []
+    for mask, color in zip(masks, colors):
+        color = np.asarray(color, dtype=np.int64)
+        while tuple(color) in taken:
+            color = np.clip(color + rng.integers(-30, 31, size=3), 0, 255)
+        taken.add(tuple(color))
+        img[mask] = img[mask] * (1 - alpha) + color * alpha
+        outlines += bitmap_to_polygon(mask)[0]
+    return outlines
+
+
 def imshow_det_bboxes(img, bboxes=None, labels=None, segms=None, class_names=None,
                       score_thr=0, bbox_color='green', text_color='green', mask_color=None,
                       thickness=2, font_size=8, win_name='', show=True, wait_time=0,
@@ -64,6 +104,9 @@ def imshow_det_bboxes(img, bboxes=None, labels=None, segms=None, class_names=Non
         img (str | ndarray): a path or a BGR HxWx3 uint8 image.
         bboxes (ndarray): ``(n, 4)`` x1y1x2y2 or ``(n, 5)`` with scores.
         labels (ndarray): ``(n,)`` 0-based class indices.
+        segms (ndarray | list | None): ``(n, H, W)`` instance masks of the image, one per box
+            (bool arrays, tensors or RLE dicts), drawn with the class colour
+            (``mask_color``, as ``bbox_color``); filtered by ``score_thr`` with the boxes.
         class_names (sequence[str] | None): label names (``class <i>`` when missing).
         score_thr (float): boxes with a lower score are not drawn (``(n, 5)`` boxes only).
         bbox_color, text_color: see :func:`~ckptzoo.visualization.get_palette`; a None
@@ -73,8 +116,6 @@ def imshow_det_bboxes(img, bboxes=None, labels=None, segms=None, class_names=Non
             largest boxes.
         show (bool): open a window; out_file (str | None): write the image there.
     """
-    if segms is not None or mask_color is not None:
-        raise NotImplementedError('ckptzoo draws boxes only; masks (segms) are not supported')
     img = np.ascontiguousarray(_read(img))
     bboxes = np.zeros((0, 4), np.float32) if bboxes is None else np.asarray(bboxes)
     labels = np.zeros((0,), np.int64) if labels is None else np.asarray(labels)
@@ -82,9 +123,20 @@ def imshow_det_bboxes(img, bboxes=None, labels=None, segms=None, class_names=Non
         raise ValueError(f'bboxes must have shape (n, 4) or (n, 5), got {bboxes.shape}')
     if labels.ndim != 1 or labels.shape[0] != bboxes.shape[0]:
         raise ValueError(f'labels must have shape ({bboxes.shape[0]},), got {labels.shape}')
+    if segms is not None:
+        segms = _as_masks(segms, img.shape[:2])
+        if len(segms) > len(bboxes):
+            raise NotImplementedError(
+                f'{len(segms)} masks for {len(bboxes)} boxes: masks without a box (mmdet labels '
+                f'them at their centroids, for panoptic results) are not drawn; give one box '
+                f'per mask')
+        if len(segms) != len(bboxes):
+            raise ValueError(f'segms must hold one mask per box ({len(bboxes)}), got '
+                             f'{len(segms)}')
     if score_thr > 0 and bboxes.shape[1] == 5:
         keep = bboxes[:, -1] > score_thr
         bboxes, labels = bboxes[keep], labels[keep]
+        segms = None if segms is None else segms[keep]
     if class_names is not None and len(labels) and labels.max() >= len(class_names):
         raise ValueError(f'label {int(labels.max())} out of range for {len(class_names)} '
                          f'class names')
@@ -93,7 +145,15 @@ def imshow_det_bboxes(img, bboxes=None, labels=None, segms=None, class_names=Non
     bbox_palette = get_palette(bbox_color, num_colors)
     text_palette = get_palette(text_color, num_colors)
     vis = _visualizer()
-    vis.set_image(img[..., ::-1])  # the Visualizer works in RGB
+    rgb = np.ascontiguousarray(img[..., ::-1])  # the Visualizer works in RGB
+    outlines = []
+    if segms is not None and len(segms):
+        mask_palette = get_palette(mask_color, num_colors)
+        outlines = draw_masks(rgb, segms, [mask_palette[i] for i in labels])
+    vis.set_image(rgb)
+    if outlines:
+        vis.draw_polygons([o.astype(np.float64) for o in outlines], edge_colors='white',
+                          line_widths=1, alpha=0.8)
     if len(bboxes):
         h, w = img.shape[:2]
         lim = np.array([w, h]) - 1e-3  # the Visualizer wants coordinates < width / height

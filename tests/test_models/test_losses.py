@@ -90,3 +90,43 @@ def test_cross_entropy():
     torch.testing.assert_close(sig, F.binary_cross_entropy_with_logits(pred, onehot))
     soft = build_loss(dict(type='CrossEntropyLoss', loss_weight=0.5))(pred, labels.clamp(max=2))
     torch.testing.assert_close(soft, 0.5 * F.cross_entropy(pred, labels.clamp(max=2)))
+
+
+def test_mask_cross_entropy_picks_the_label_channel():
+    gen = torch.Generator().manual_seed(0)
+    pred = torch.randn(3, 4, 5, 5, generator=gen)
+    target = torch.rand(3, 5, 5, generator=gen)
+    labels = torch.tensor([3, 0, 3])
+    loss = build_loss(dict(type='CrossEntropyLoss', use_mask=True, loss_weight=0.5))(
+        pred, target, labels)
+    assert loss.shape == (1, )  # mmdet's shape
+    want = 0.5 * F.binary_cross_entropy_with_logits(pred[[0, 1, 2], [3, 0, 3]], target)
+    torch.testing.assert_close(loss[0], want)
+
+
+def test_mask_cross_entropy_class_weight_weighs_each_roi_by_its_class():
+    """mmdet broadcast the (C, ) class weights over the mask width; each RoI gets its
+    class's weight here."""
+    pred = torch.randn(2, 3, 4, 4)
+    target = torch.rand(2, 4, 4)
+    labels = torch.tensor([0, 2])
+    loss = build_loss(dict(type='CrossEntropyLoss', use_mask=True,
+                           class_weight=[1.0, 5.0, 3.0]))(pred, target, labels)
+    per_roi = F.binary_cross_entropy_with_logits(pred[[0, 1], [0, 2]], target,
+                                                 reduction='none').mean(dim=(1, 2))
+    torch.testing.assert_close(loss[0], (1.0 * per_roi[0] + 3.0 * per_roi[1]) / 2)
+
+
+@pytest.mark.parametrize('cfg,call,words', [
+    (dict(use_mask=True, use_sigmoid=True), {}, 'not both'),
+    (dict(use_mask=True, ignore_index=255), {}, 'ignore_index'),
+    (dict(use_mask=True), dict(reduction_override='sum'), "reduction='mean'"),
+    (dict(use_mask=True), dict(avg_factor=3), 'avg_factor'),
+    (dict(use_mask=True), dict(weight=None), 'class of each RoI'),
+])
+def test_mask_cross_entropy_bad_use(cfg, call, words):
+    with pytest.raises(ValueError, match=words):
+        loss = build_loss(dict(type='CrossEntropyLoss', **cfg))
+        kwargs = dict(weight=torch.tensor([0, 1]))
+        kwargs.update(call)
+        loss(torch.randn(2, 3, 4, 4), torch.rand(2, 4, 4), **kwargs)

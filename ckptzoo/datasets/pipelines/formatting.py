@@ -69,7 +69,10 @@ class ImageToTensor:
 class DefaultFormatBundle:
     """``img`` -> CHW float tensor (uint8 is made float32 when ``img_to_float``);
     ``proposals gt_bboxes gt_bboxes_ignore gt_labels`` -> tensors; ``gt_semantic_seg`` ->
-    ``[1, H, W]`` tensor. Fills default ``pad_shape``, ``scale_factor`` and ``img_norm_cfg``
+    ``[1, H, W]`` tensor. ``gt_masks`` stay the ``BitmapMasks`` / ``PolygonMasks`` they are:
+    mmdet's ``DataContainer(cpu_only=True)`` is this here, as ``collate`` keeps them a list
+    (one per image) and ``move_to_device`` moves tensors only, so they stay on the CPU for the
+    mask head's targets. Fills default ``pad_shape``, ``scale_factor`` and ``img_norm_cfg``
     so ``Collect`` finds them even without ``Pad``/``Resize``/``Normalize``."""
 
     def __init__(self, img_to_float=True, pad_val=dict(img=0, masks=0, seg=255)):

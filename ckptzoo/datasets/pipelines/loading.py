@@ -3,11 +3,14 @@
 Images are HWC numpy arrays, BGR, uint8 (as mmcv's ``imread``), read with OpenCV.
 """
 import os.path as osp
+import warnings
 
 import cv2
 import numpy as np
 
 from ...registry import TRANSFORMS
+from ...structures import BitmapMasks, PolygonMasks, poly2mask
+from ..mask_ann import is_polygon_list, mask_ann_problem, process_polygons
 
 _COLOR_FLAGS = {
     'color': cv2.IMREAD_COLOR,
@@ -96,17 +99,30 @@ class LoadImageFromWebcam(LoadImageFromFile):
 
 @TRANSFORMS.register_module()
 class LoadAnnotations:
-    """mmdet 2.x ``LoadAnnotations`` for boxes and labels (masks and segmentation maps are not
-    supported and raise)."""
+    """mmdet 2.x ``LoadAnnotations``: boxes, labels and instance masks (segmentation maps are
+    not supported and raise).
+
+    ``with_mask`` reads ``ann_info['masks']`` (COCO ``segmentation``: polygons or RLE, one per
+    gt box) into ``results['gt_masks']``, listed in ``mask_fields``: ``BitmapMasks`` of the
+    image's size with ``poly2mask`` (as mmdet's ``_poly2mask``), else ``PolygonMasks`` of the
+    polygons of at least 3 points (``process_polygons``). Fixes over mmdet: polygons of fewer
+    than 3 points are dropped before rasterizing too (pycocotools read a first such polygon as
+    a box); a mask that cannot be the image's (an RLE of another size, no valid polygon, an RLE
+    with ``poly2mask=False``), masks missing or not one per box, or an image file whose size is
+    not the annotated one, is an error naming the image; a mask that rasterizes empty is kept
+    (mmdet trains on it) and warned about once.
+    """
 
     def __init__(self, with_bbox=True, with_label=True, with_mask=False, with_seg=False,
                  poly2mask=True, denorm_bbox=False, file_client_args=dict(backend='disk')):
-        if with_mask or with_seg:
+        if with_seg:
             raise NotImplementedError(
-                f'LoadAnnotations supports boxes and labels only, got with_mask={with_mask}, '
-                f'with_seg={with_seg}')
+                f'LoadAnnotations supports boxes, labels and instance masks; semantic '
+                f'segmentation maps are not supported, got with_seg={with_seg}')
         self.with_bbox = with_bbox
         self.with_label = with_label
+        self.with_mask = with_mask
+        self.poly2mask = poly2mask
         self.denorm_bbox = denorm_bbox
 
     def _load_bboxes(self, results):
@@ -125,13 +141,68 @@ class LoadAnnotations:
         results.setdefault('bbox_fields', []).append('gt_bboxes')
         return results
 
+    def _load_masks(self, results):
+        img_info = results['img_info']
+        h, w = int(img_info['height']), int(img_info['width'])
+        name = img_info.get('filename', img_info.get('file_name'))
+        where = f'LoadAnnotations(with_mask=True): image {name!r}'
+        img = results.get('img')
+        if img is not None and tuple(img.shape[:2]) != (h, w):
+            raise ValueError(f'{where}: the image file is {img.shape[0]} x {img.shape[1]} '
+                             f'(height x width), its annotation says {h} x {w}; masks are '
+                             f'made at the annotated size')
+        masks = results['ann_info'].get('masks')
+        if masks is None:
+            raise ValueError(f'{where} has no instance masks (ann_info has no "masks"): the '
+                             f'dataset gives none; use with_mask=False or a dataset with '
+                             f'masks (COCO segmentation)')
+        num_boxes = len(results['ann_info'].get('bboxes', masks))
+        if len(masks) != num_boxes:
+            raise ValueError(f'{where} has {len(masks)} masks for {num_boxes} gt boxes; '
+                             f'there must be one mask per box')
+        for k, mask_ann in enumerate(masks):
+            problem, _ = mask_ann_problem(mask_ann, h, w)
+            if problem is None and not self.poly2mask and not is_polygon_list(mask_ann):
+                problem = ('it is an RLE and poly2mask=False keeps polygons only; use '
+                           'poly2mask=True')
+            if problem is not None:
+                raise ValueError(f'{where}, instance {k}: {problem}')
+        if self.poly2mask:
+            gt_masks = BitmapMasks(
+                [poly2mask(process_polygons(m) if is_polygon_list(m) else m, h, w)
+                 for m in masks], h, w)
+        else:
+            gt_masks = PolygonMasks([process_polygons(m) for m in masks], h, w)
+        _warn_empty(gt_masks, name)
+        results['gt_masks'] = gt_masks
+        results.setdefault('mask_fields', []).append('gt_masks')
+        return results
+
     def __call__(self, results):
         if self.with_bbox:
             results = self._load_bboxes(results)
         if self.with_label:
             results['gt_labels'] = np.array(results['ann_info']['labels'], dtype=np.int64)
+        if self.with_mask:
+            results = self._load_masks(results)
         return results
 
     def __repr__(self):
         return (f'{self.__class__.__name__}(with_bbox={self.with_bbox}, '
-                f'with_label={self.with_label})')
+                f'with_label={self.with_label}, with_mask={self.with_mask}, '
+                f'poly2mask={self.poly2mask})')
+
+
+_empty_warned = []
+
+
+def _warn_empty(gt_masks, name):
+    """Once per process: an empty mask trains as in mmdet (its box still counts)."""
+    if _empty_warned or not len(gt_masks):
+        return
+    empty = np.flatnonzero(np.asarray(gt_masks.areas) == 0)
+    if len(empty):
+        _empty_warned.append(name)
+        warnings.warn(f'image {name!r}: instance mask(s) {empty.tolist()} are empty (no pixel '
+                      f'inside the image); they are kept, as mmdet keeps them. Further empty '
+                      f'masks are not reported.')

@@ -6,83 +6,12 @@ Images are HWC numpy arrays; boxes are float32 ``[n, 4]`` x1y1x2y2 arrays listed
 """
 import numbers
 
-import cv2
 import numpy as np
 
 from ...registry import TRANSFORMS
-
-_INTERP = {
-    'nearest': cv2.INTER_NEAREST,
-    'bilinear': cv2.INTER_LINEAR,
-    'bicubic': cv2.INTER_CUBIC,
-    'area': cv2.INTER_AREA,
-    'lanczos': cv2.INTER_LANCZOS4,
-}
-
-
-def _scale_size(size, scale):
-    w, h = size
-    return int(w * float(scale) + 0.5), int(h * float(scale) + 0.5)
-
-
-def rescale_size(old_size, scale, return_scale=False):
-    """mmcv.rescale_size: the ``(w, h)`` that keeps the aspect ratio of ``old_size`` with the
-    long edge <= max(scale) and the short edge <= min(scale) (or times a float ``scale``)."""
-    w, h = old_size
-    if isinstance(scale, numbers.Number) and not isinstance(scale, bool):
-        if scale <= 0:
-            raise ValueError(f'a scale factor must be positive, got {scale}')
-        scale_factor = scale
-    elif isinstance(scale, tuple) and len(scale) == 2:
-        scale_factor = min(max(scale) / max(h, w), min(scale) / min(h, w))
-    else:
-        raise TypeError(f'scale must be a number or a tuple of 2 ints, got {scale!r}')
-    new_size = _scale_size((w, h), scale_factor)
-    return (new_size, scale_factor) if return_scale else new_size
-
-
-def imresize(img, size, interpolation='bilinear'):
-    """Resize to ``size=(w, h)``; returns the image, w_scale and h_scale (as mmcv)."""
-    h, w = img.shape[:2]
-    if interpolation not in _INTERP:
-        raise ValueError(f'interpolation must be one of {sorted(_INTERP)}, got {interpolation!r}')
-    out = cv2.resize(img, tuple(int(s) for s in size), interpolation=_INTERP[interpolation])
-    if img.ndim == 3 and out.ndim == 2:  # cv2 drops a channel axis of size 1
-        out = out[..., None]
-    return out, size[0] / w, size[1] / h
-
-
-def imrescale(img, scale, interpolation='bilinear'):
-    h, w = img.shape[:2]
-    new_size = rescale_size((w, h), scale)
-    return imresize(img, new_size, interpolation)[0]
-
-
-def imflip(img, direction='horizontal'):
-    if direction == 'horizontal':
-        return np.flip(img, axis=1).copy()
-    if direction == 'vertical':
-        return np.flip(img, axis=0).copy()
-    if direction == 'diagonal':
-        return np.flip(img, axis=(0, 1)).copy()
-    raise ValueError(f"direction must be 'horizontal', 'vertical' or 'diagonal', got {direction!r}")
-
-
-def impad(img, shape, pad_val=0):
-    """Pad on the bottom and right to ``shape=(h, w)`` (mmcv.impad, constant mode)."""
-    h, w = img.shape[:2]
-    if shape[0] < h or shape[1] < w:
-        raise ValueError(f'pad shape {tuple(shape)} is smaller than the image {(h, w)}')
-    out = np.empty((shape[0], shape[1]) + img.shape[2:], dtype=img.dtype)
-    out[...] = pad_val
-    out[:h, :w, ...] = img
-    return out
-
-
-def impad_to_multiple(img, divisor, pad_val=0):
-    h, w = img.shape[:2]
-    return impad(img, (int(np.ceil(h / divisor)) * divisor,
-                       int(np.ceil(w / divisor)) * divisor), pad_val)
+from ...utils.geometric import INTERP_CODES as _INTERP
+from ...utils.geometric import (imflip, impad, impad_to_multiple, imrescale,  # noqa: F401
+                                imresize, rescale_size)
 
 
 def _is_scale(s):
@@ -100,9 +29,10 @@ class Resize:
     ``keep_ratio`` the image is scaled so its long edge <= max(scale) and short edge <=
     min(scale); otherwise it is resized to exactly ``scale``. ``results['scale_factor']`` is
     ``np.float32 [w_scale, h_scale, w_scale, h_scale]``; boxes are multiplied by it and, with
-    ``bbox_clip_border``, clipped to the image. A ``results['scale']`` set beforehand (by
-    ``MultiScaleFlipAug``) wins over ``img_scale`` unless ``override``; a float
-    ``results['scale_factor']`` set beforehand scales the image by that factor.
+    ``bbox_clip_border``, clipped to the image; masks (``mask_fields``) follow the image. A
+    ``results['scale']`` set beforehand (by ``MultiScaleFlipAug``) wins over ``img_scale``
+    unless ``override``; a float ``results['scale_factor']`` set beforehand scales the image
+    by that factor.
     """
 
     def __init__(self, img_scale=None, multiscale_mode='range', ratio_range=None, keep_ratio=True,
@@ -198,6 +128,17 @@ class Resize:
                 bboxes[:, 1::2] = np.clip(bboxes[:, 1::2], 0, h)
             results[key] = bboxes.astype(np.float32)
 
+    def _resize_masks(self, results):
+        """As mmdet: ``rescale`` by ``results['scale']`` when keeping the ratio (the image's
+        own rule, so masks and image agree), else ``resize`` to ``img_shape``."""
+        for key in results.get('mask_fields', []):
+            if results[key] is None:
+                continue
+            if self.keep_ratio:
+                results[key] = results[key].rescale(results['scale'])
+            else:
+                results[key] = results[key].resize(results['img_shape'][:2])
+
     def __call__(self, results):
         if 'scale' not in results:
             if 'scale_factor' in results:
@@ -219,6 +160,7 @@ class Resize:
                 self._random_scale(results)
         self._resize_img(results)
         self._resize_bboxes(results)
+        self._resize_masks(results)
         return results
 
     def __repr__(self):
@@ -235,7 +177,8 @@ class RandomFlip:
     """mmdet 2.x ``RandomFlip``. ``flip_ratio`` is a probability (split evenly over a list of
     directions) or a list of per-direction probabilities. A ``results['flip']`` set beforehand
     (by ``MultiScaleFlipAug``) is obeyed; ``flip_ratio=None`` then means never flip on its own.
-    A horizontal flip maps boxes as ``x1' = w - x2, x2' = w - x1``."""
+    A horizontal flip maps boxes as ``x1' = w - x2, x2' = w - x1``; masks (``mask_fields``)
+    flip along."""
 
     def __init__(self, flip_ratio=None, direction='horizontal'):
         if isinstance(flip_ratio, list):
@@ -300,6 +243,8 @@ class RandomFlip:
                 results[key] = imflip(results[key], direction)
             for key in results.get('bbox_fields', []):
                 results[key] = self.bbox_flip(results[key], results['img_shape'], direction)
+            for key in results.get('mask_fields', []):
+                results[key] = results[key].flip(direction)
         return results
 
     def __repr__(self):
@@ -334,7 +279,8 @@ class Normalize:
 @TRANSFORMS.register_module()
 class Pad:
     """Pad on the bottom/right to a fixed ``size=(h, w)``, to a multiple of ``size_divisor``,
-    or to a square; boxes are unchanged. Sets ``pad_shape``."""
+    or to a square; boxes are unchanged; masks (``mask_fields``) are padded to ``pad_shape``
+    with ``pad_val['masks']``. Sets ``pad_shape``."""
 
     def __init__(self, size=None, size_divisor=None, pad_to_square=False,
                  pad_val=dict(img=0, masks=0, seg=255)):
@@ -371,6 +317,9 @@ class Pad:
         results['pad_shape'] = padded.shape
         results['pad_fixed_size'] = size
         results['pad_size_divisor'] = self.size_divisor
+        for key in results.get('mask_fields', []):
+            results[key] = results[key].pad(results['pad_shape'][:2],
+                                            pad_val=self.pad_val.get('masks', 0))
         return results
 
     def __repr__(self):

@@ -1,5 +1,10 @@
 from .base import BaseDetector
+from .faster_rcnn import FasterRCNN
+from .mask_rcnn import MaskRCNN
 from .retinanet import RetinaNet
+from .rpn import RPN
 from .single_stage import SingleStageDetector, bbox2result
+from .two_stage import TwoStageDetector
 
-__all__ = ['BaseDetector', 'RetinaNet', 'SingleStageDetector', 'bbox2result']
+__all__ = ['BaseDetector', 'FasterRCNN', 'MaskRCNN', 'RetinaNet', 'RPN', 'SingleStageDetector',
+           'TwoStageDetector', 'bbox2result']

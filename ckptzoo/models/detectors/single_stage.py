@@ -2,25 +2,11 @@
 
 Keys ``backbone.*``, ``neck.*``, ``bbox_head.*`` as mmdet, so mmdet 2.x checkpoints load.
 """
-import warnings
-
-import numpy as np
-import torch
-
 from ...registry import MODELS
+from ..task_modules.bbox_transforms import bbox2result
 from .base import BaseDetector
 
 __all__ = ['SingleStageDetector', 'bbox2result']
-
-
-def bbox2result(bboxes, labels, num_classes):
-    """Detections ``[k, 5]`` and labels ``[k]`` to a list over classes of float32 numpy
-    arrays ``[k_c, 5]`` (mmdet 2.x's result format)."""
-    if bboxes.shape[0] == 0:
-        return [np.zeros((0, 5), dtype=np.float32) for _ in range(num_classes)]
-    bboxes = bboxes.detach().float().cpu().numpy()
-    labels = labels.detach().cpu().numpy()
-    return [bboxes[labels == i, :] for i in range(num_classes)]
 
 
 @MODELS.register_module()
@@ -34,11 +20,7 @@ class SingleStageDetector(BaseDetector):
         super().__init__(init_cfg)
         if bbox_head is None:
             raise ValueError(f'{type(self).__name__} needs a bbox_head config')
-        if pretrained:
-            warnings.warn('pretrained is deprecated, use backbone init_cfg=dict('
-                          "type='Pretrained', checkpoint=...)", DeprecationWarning)
-            backbone = dict(backbone, init_cfg=dict(type='Pretrained', checkpoint=pretrained))
-        self.backbone = MODELS.build(backbone)
+        self.backbone = MODELS.build(self._backbone_cfg(backbone, pretrained))
         if neck is not None:
             self.neck = MODELS.build(neck)
         bbox_head = dict(bbox_head, train_cfg=train_cfg, test_cfg=test_cfg)
@@ -47,23 +29,9 @@ class SingleStageDetector(BaseDetector):
         self.test_cfg = test_cfg
         self.CLASSES = None
 
-    @property
-    def with_neck(self):
-        return hasattr(self, 'neck') and self.neck is not None
-
-    def extract_feat(self, img):
-        x = self.backbone(img)
-        return self.neck(x) if self.with_neck else x
-
     def forward_dummy(self, img):
         """The raw head outputs (for FLOP counting)."""
         return self.bbox_head(self.extract_feat(img))
-
-    @staticmethod
-    def _set_batch_input_shape(img, img_metas):
-        shape = tuple(img.size()[-2:])
-        for meta in img_metas:
-            meta['batch_input_shape'] = shape
 
     def forward_train(self, img, img_metas, gt_bboxes, gt_labels, gt_bboxes_ignore=None):
         """``dict(loss_cls=[per level], loss_bbox=[per level])``.
@@ -102,27 +70,3 @@ class SingleStageDetector(BaseDetector):
         results = self.bbox_head.aug_test(feats, img_metas, rescale=rescale)
         return [bbox2result(bboxes, labels, self.bbox_head.num_classes)
                 for bboxes, labels in results]
-
-    def forward_test(self, img, img_metas, rescale=True, **kwargs):
-        """``img`` a Tensor with ``img_metas`` a list of dicts, or (mmdet 2.x test pipelines)
-        a list over augmentations of Tensors with ``img_metas`` a list of lists of dicts."""
-        if isinstance(img, torch.Tensor):
-            imgs, metas = [img], [img_metas]
-        elif isinstance(img, (list, tuple)):
-            imgs, metas = list(img), list(img_metas)
-        else:
-            raise TypeError(f'img must be a Tensor or a list of Tensors, got {type(img)}')
-        if len(imgs) != len(metas) or any(not isinstance(m, (list, tuple)) for m in metas):
-            raise ValueError(f'img_metas must be a list of dicts per image (or one such list '
-                             f'per augmentation); got {len(imgs)} augmentations of img and '
-                             f'{len(metas)} of img_metas')
-        for aug_img, aug_metas in zip(imgs, metas):
-            if len(aug_metas) != aug_img.size(0):
-                raise ValueError(f'got {len(aug_metas)} img_metas for a batch of '
-                                 f'{aug_img.size(0)} images')
-            self._set_batch_input_shape(aug_img, aug_metas)
-        if kwargs:
-            raise TypeError(f'unexpected test inputs {sorted(kwargs)}')
-        if len(imgs) == 1:
-            return self.simple_test(imgs[0], metas[0], rescale=rescale)
-        return self.aug_test(imgs, metas, rescale=rescale)

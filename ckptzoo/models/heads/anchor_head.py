@@ -6,15 +6,15 @@ Subclasses build their layers in ``_init_layers`` and implement ``forward_single
 """
 import torch
 import torch.nn as nn
-from torchvision.ops import batched_nms
 
 from ...registry import MODELS, TASK_UTILS, check_keys
 from ...runner.checkpoint import load_checkpoint
 from ...runner.fp16 import force_fp32
+from ..task_modules.multiclass_nms import batched_nms
 from ..utils import apply_init_cfg
 
-__all__ = ['AnchorHead', 'anchor_inside_flags', 'bbox_mapping_back', 'images_to_levels',
-           'unmap']
+__all__ = ['AnchorHead', 'anchor_inside_flags', 'bbox_flip', 'bbox_mapping',
+           'bbox_mapping_back', 'images_to_levels', 'unmap']
 
 
 def anchor_inside_flags(flat_anchors, valid_flags, img_shape, allowed_border=0):
@@ -36,20 +36,31 @@ def unmap(data, count, inds, fill=0):
     return ret
 
 
+def bbox_flip(bboxes, img_shape, direction='horizontal'):
+    """``bboxes [..., 4]`` mirrored in an image of ``img_shape`` (mmdet's ``bbox_flip``)."""
+    if direction not in ('horizontal', 'vertical', 'diagonal'):
+        raise ValueError(f"flip_direction must be 'horizontal', 'vertical' or 'diagonal', "
+                         f'got {direction!r}')
+    h, w = img_shape[:2]
+    flipped = bboxes.clone()
+    if direction in ('horizontal', 'diagonal'):
+        flipped[..., 0], flipped[..., 2] = w - bboxes[..., 2], w - bboxes[..., 0]
+    if direction in ('vertical', 'diagonal'):
+        flipped[..., 1], flipped[..., 3] = h - bboxes[..., 3], h - bboxes[..., 1]
+    return flipped
+
+
 def bbox_mapping_back(bboxes, img_shape, scale_factor, flip, flip_direction='horizontal'):
     """Boxes of an augmented (resized, maybe flipped) image in the original image."""
     if flip:
-        if flip_direction not in ('horizontal', 'vertical', 'diagonal'):
-            raise ValueError(f"flip_direction must be 'horizontal', 'vertical' or 'diagonal', "
-                             f'got {flip_direction!r}')
-        h, w = img_shape[:2]
-        flipped = bboxes.clone()
-        if flip_direction in ('horizontal', 'diagonal'):
-            flipped[..., 0], flipped[..., 2] = w - bboxes[..., 2], w - bboxes[..., 0]
-        if flip_direction in ('vertical', 'diagonal'):
-            flipped[..., 1], flipped[..., 3] = h - bboxes[..., 3], h - bboxes[..., 1]
-        bboxes = flipped
+        bboxes = bbox_flip(bboxes, img_shape, flip_direction)
     return bboxes / bboxes.new_tensor(scale_factor)
+
+
+def bbox_mapping(bboxes, img_shape, scale_factor, flip, flip_direction='horizontal'):
+    """Boxes of the original image in an augmented one: :func:`bbox_mapping_back` undone."""
+    bboxes = bboxes * bboxes.new_tensor(scale_factor)
+    return bbox_flip(bboxes, img_shape, flip_direction) if flip else bboxes
 
 
 def images_to_levels(target, num_levels):
@@ -79,7 +90,8 @@ class AnchorHead(nn.Module):
         anchor_generator, bbox_coder, loss_cls, loss_bbox (dict): configs.
         reg_decoded_bbox (bool): regress decoded boxes (for IoU losses) instead of deltas.
         train_cfg (dict): ``assigner``, ``allowed_border``, ``pos_weight``, ``debug``,
-            ``sampler`` (only ``PseudoSampler``).
+            ``sampler`` (``PseudoSampler`` by default; another sampler, e.g. the RPN's
+            ``RandomSampler``, makes the losses averages over the sampled anchors).
         test_cfg (dict): ``nms_pre``, ``min_bbox_size``, ``score_thr``, ``nms``,
             ``max_per_img``.
         init_cfg (dict): mmcv init_cfg, applied at construction.
@@ -89,6 +101,7 @@ class AnchorHead(nn.Module):
     """
 
     TRAIN_CFG_KEYS = ('assigner', 'sampler', 'allowed_border', 'pos_weight', 'debug')
+    SAMPLING_FREE_LOSSES = ('FocalLoss', 'GHMC', 'QualityFocalLoss')
     TEST_CFG_KEYS = ('nms_pre', 'min_bbox_size', 'score_thr', 'nms', 'max_per_img')
 
     def __init__(self, num_classes, in_channels, feat_channels=256,
@@ -124,16 +137,38 @@ class AnchorHead(nn.Module):
         self.sampling = False
         if train_cfg:
             self.assigner = TASK_UTILS.build(_get(train_cfg, 'assigner'))
-            sampler = _get(train_cfg, 'sampler')
-            if sampler is not None and str(sampler.get('type')).split('.')[-1] != 'PseudoSampler':
-                raise NotImplementedError(f"only train_cfg.sampler=dict(type='PseudoSampler') "
-                                          f'is supported, got {sampler!r}')
-            self.sampler = TASK_UTILS.build(dict(type='PseudoSampler'))
+            self.sampler = self._build_sampler(_get(train_cfg, 'sampler'), loss_cls)
         self.fp16_enabled = False
         self.prior_generator = TASK_UTILS.build(anchor_generator)
         self.num_base_priors = self.prior_generator.num_base_priors[0]
         self._init_layers()
         apply_init_cfg(self, init_cfg)
+
+    def _build_sampler(self, sampler, loss_cls):
+        """mmdet 2.x: a sampler other than ``PseudoSampler`` turns on ``sampling`` (losses
+        averaged over the sampled positives and negatives, anchors assigned without labels).
+
+        mmdet replaced a sampler given with a focal-type loss by ``PseudoSampler`` with a
+        deprecation warning; that combination fails here instead, as does a sampler that would
+        add the ground truths to the anchors (``add_gt_as_proposals``), which mmdet only
+        rejected at the first training step."""
+        kind = None if sampler is None else sampler.get('type')
+        kind = getattr(kind, '__name__', str(kind)).split('.')[-1]
+        if sampler is None or kind == 'PseudoSampler':
+            return TASK_UTILS.build(dict(type='PseudoSampler'))
+        if loss_cls.get('type') in self.SAMPLING_FREE_LOSSES:
+            raise NotImplementedError(
+                f"{type(self).__name__} with loss_cls {loss_cls.get('type')} samples no "
+                f"anchors: leave train_cfg.sampler out or set dict(type='PseudoSampler') "
+                f'(mmdet 2.x replaced it by PseudoSampler with a deprecation warning), got '
+                f'{sampler!r}')
+        self.sampling = True
+        built = TASK_UTILS.build(sampler)
+        if getattr(built, 'add_gt_as_proposals', False):
+            raise ValueError(f'{type(self).__name__} samples anchors, not proposals: '
+                             f'train_cfg.sampler needs add_gt_as_proposals=False (the '
+                             f'default of {kind} is True), got {sampler!r}')
+        return built
 
     @property
     def anchor_generator(self):
@@ -166,12 +201,19 @@ class AnchorHead(nn.Module):
 
     def forward_train(self, x, img_metas, gt_bboxes, gt_labels=None, gt_bboxes_ignore=None,
                       proposal_cfg=None, **kwargs):
-        if proposal_cfg is not None:
-            raise NotImplementedError('AnchorHead.forward_train with proposal_cfg (RPN) is '
-                                      'not supported')
-        cls_scores, bbox_preds = self(x)
-        return self.loss(cls_scores, bbox_preds, gt_bboxes, gt_labels, img_metas,
-                         gt_bboxes_ignore=gt_bboxes_ignore)
+        """mmdet 2.x ``BaseDenseHead.forward_train``: the losses, and with ``proposal_cfg``
+        also the boxes ``get_bboxes`` makes with that config (an RPN's proposals):
+        ``(losses, proposal_list)``. Without ``gt_labels`` (an RPN) ``loss`` is called without
+        them, as mmdet does."""
+        outs = self(x)
+        if gt_labels is None:
+            losses = self.loss(*outs, gt_bboxes, img_metas, gt_bboxes_ignore=gt_bboxes_ignore)
+        else:
+            losses = self.loss(*outs, gt_bboxes, gt_labels, img_metas,
+                               gt_bboxes_ignore=gt_bboxes_ignore)
+        if proposal_cfg is None:
+            return losses
+        return losses, self.get_bboxes(*outs, img_metas=img_metas, cfg=proposal_cfg)
 
     # ---------------------------------------------------------------- targets
     def get_anchors(self, featmap_sizes, img_metas, device='cpu'):
@@ -344,7 +386,9 @@ class AnchorHead(nn.Module):
                    rescale=False, with_nms=True, **kwargs):
         """Detections per image as mmdet 2.x: per level the ``nms_pre`` best (anchor, class)
         scores above ``score_thr``, decoded and clipped to ``img_shape``, divided by
-        ``scale_factor`` when ``rescale``, then class-wise NMS and ``max_per_img``.
+        ``scale_factor`` when ``rescale``, then class-wise NMS and ``max_per_img``. The head's
+        outputs are detached first (mmdet's ``select_single_mlvl``): no gradient flows
+        through the boxes.
 
         Returns a list of ``(det_bboxes [k, 5] (x1, y1, x2, y2, score), det_labels [k])``.
         """
@@ -355,8 +399,8 @@ class AnchorHead(nn.Module):
         featmap_sizes = [s.shape[-2:] for s in cls_scores]
         priors = self.prior_generator.grid_priors(featmap_sizes, dtype=cls_scores[0].dtype,
                                                   device=cls_scores[0].device)
-        return [self._get_bboxes_single([s[i] for s in cls_scores],
-                                        [b[i] for b in bbox_preds], priors, meta, cfg,
+        return [self._get_bboxes_single([s[i].detach() for s in cls_scores],
+                                        [b[i].detach() for b in bbox_preds], priors, meta, cfg,
                                         rescale, with_nms)
                 for i, meta in enumerate(img_metas)]
 
@@ -403,18 +447,10 @@ class AnchorHead(nn.Module):
         return self._nms(bboxes, scores, labels, cfg)
 
     def _nms(self, bboxes, scores, labels, cfg):
-        """Class-wise NMS (mmcv ``batched_nms`` semantics), best first, ``max_per_img``."""
-        nms_cfg = dict(_get(cfg, 'nms', dict(type='nms', iou_threshold=0.5)))
-        nms_type = nms_cfg.pop('type', 'nms')
-        iou_thr = nms_cfg.pop('iou_threshold', nms_cfg.pop('iou_thr', 0.5))
-        class_agnostic = nms_cfg.pop('class_agnostic', False)
-        nms_cfg.pop('split_thr', None)
-        if nms_type != 'nms' or nms_cfg:
-            raise NotImplementedError(f"test_cfg.nms must be dict(type='nms', iou_threshold=..."
-                                      f'), got {_get(cfg, "nms")!r}')
-        keep = batched_nms(bboxes, scores, torch.zeros_like(labels) if class_agnostic
-                           else labels, iou_thr)
+        """Class-wise NMS (mmcv ``batched_nms``), best first, ``max_per_img``."""
+        dets, keep = batched_nms(bboxes, scores, labels,
+                                 _get(cfg, 'nms', dict(type='nms', iou_threshold=0.5)))
         max_per_img = _get(cfg, 'max_per_img', -1)
         if max_per_img is not None and max_per_img > 0:
-            keep = keep[:max_per_img]
-        return torch.cat([bboxes[keep], scores[keep, None]], -1), labels[keep]
+            dets, keep = dets[:max_per_img], keep[:max_per_img]
+        return dets, labels[keep]

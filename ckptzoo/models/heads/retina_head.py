@@ -7,15 +7,15 @@ covering that level's two towers and ``retina_cls`` / ``retina_reg``."""
 import torch.nn as nn
 
 from ...registry import MODELS
-from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit, unit_step
 from ..utils import ConvModule
 from .anchor_head import AnchorHead
+from .level_units import LevelUnitsMixin
 
 __all__ = ['RetinaHead']
 
 
 @MODELS.register_module()
-class RetinaHead(CheckpointOwnerMixin, AnchorHead):
+class RetinaHead(LevelUnitsMixin, AnchorHead):
     """RetinaNet head (Lin et al. 2017).
 
     Args:
@@ -41,20 +41,12 @@ class RetinaHead(CheckpointOwnerMixin, AnchorHead):
                  with_cp=False, cp_use_reentrant=False, **kwargs):
         if not (isinstance(stacked_convs, int) and stacked_convs >= 0):
             raise ValueError(f'stacked_convs must be a non-negative int, got {stacked_convs!r}')
-        if not isinstance(with_cp, bool):
-            raise TypeError(f'RetinaHead with_cp must be a bool, got {with_cp!r}')
         self.stacked_convs = stacked_convs
         self.conv_cfg = conv_cfg
         self.norm_cfg = norm_cfg
         super().__init__(num_classes, in_channels, anchor_generator=anchor_generator,
                          init_cfg=init_cfg, **kwargs)
-        self.level_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
-                            for _ in range(self.prior_generator.num_levels)]
-
-    def _checkpoint_steps(self):
-        """A chain of one step per level: the levels are independent, no segment spans them."""
-        return [[unit_step(f'level{i}', unit, self.forward_single, self)]
-                for i, unit in enumerate(self.level_units)]
+        self._init_level_units(with_cp, cp_use_reentrant)
 
     def _init_layers(self):
         self.relu = nn.ReLU(inplace=True)
@@ -78,10 +70,3 @@ class RetinaHead(CheckpointOwnerMixin, AnchorHead):
             reg_feat = conv(reg_feat)
         return self.retina_cls(cls_feat), self.retina_reg(reg_feat)
 
-    def forward(self, feats):
-        """``(cls_scores, bbox_preds)`` over levels, each level through its unit."""
-        if len(feats) != len(self.level_units):
-            raise ValueError(f'RetinaHead expects {len(self.level_units)} levels (one per '
-                             f'anchor stride), got {len(feats)}')
-        outs = [unit(self.forward_single, x) for unit, x in zip(self.level_units, feats)]
-        return [o[0] for o in outs], [o[1] for o in outs]

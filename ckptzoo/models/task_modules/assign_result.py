@@ -1,4 +1,5 @@
 """What an assigner decided for each prior (mmdet 2.x ``AssignResult``)."""
+import torch
 
 __all__ = ['AssignResult']
 
@@ -21,6 +22,17 @@ class AssignResult:
     @property
     def num_preds(self):
         return len(self.gt_inds)
+
+    def add_gt_(self, gt_labels):
+        """Put the ground truths in front of the priors, each assigned to itself with overlap
+        1 and its label (what a sampler does when it adds them as proposals)."""
+        self_inds = torch.arange(1, len(gt_labels) + 1, dtype=torch.long,
+                                 device=gt_labels.device)
+        self.gt_inds = torch.cat([self_inds, self.gt_inds])
+        self.max_overlaps = torch.cat([self.max_overlaps.new_ones(len(gt_labels)),
+                                       self.max_overlaps])
+        if self.labels is not None:
+            self.labels = torch.cat([gt_labels, self.labels])
 
     def __repr__(self):
         return (f'AssignResult(num_gts={self.num_gts}, num_preds={self.num_preds}, '

@@ -1,0 +1,34 @@
+"""Dense heads whose pyramid levels are checkpoint units: ``level{i}`` (``bbox_head.level0``,
+``rpn_head.level3``, ...), one per level, each covering that level's whole
+``forward_single``. The levels are independent, so each is a chain of one step: no segment
+spans two levels."""
+from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit, unit_step
+
+__all__ = ['LevelUnitsMixin']
+
+
+class LevelUnitsMixin(CheckpointOwnerMixin):
+    """Runs ``forward_single`` of each level through that level's :class:`CheckpointUnit`.
+
+    The head calls :meth:`_init_level_units` at the end of its ``__init__`` (once the prior
+    generator knows the number of levels)."""
+
+    def _init_level_units(self, with_cp, cp_use_reentrant):
+        """``with_cp``: ``'full'`` checkpointing of every level (not an mmdet 2.x argument;
+        ``set_checkpoint_plan`` changes modes later)."""
+        if not isinstance(with_cp, bool):
+            raise TypeError(f'{type(self).__name__} with_cp must be a bool, got {with_cp!r}')
+        self.level_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+                            for _ in range(self.prior_generator.num_levels)]
+
+    def _checkpoint_steps(self):
+        return [[unit_step(f'level{i}', unit, self.forward_single, self)]
+                for i, unit in enumerate(self.level_units)]
+
+    def forward(self, feats):
+        """``(cls_scores, bbox_preds)`` over levels, each level through its unit."""
+        if len(feats) != len(self.level_units):
+            raise ValueError(f'{type(self).__name__} expects {len(self.level_units)} levels '
+                             f'(one per anchor stride), got {len(feats)}')
+        outs = [unit(self.forward_single, x) for unit, x in zip(self.level_units, feats)]
+        return [o[0] for o in outs], [o[1] for o in outs]
