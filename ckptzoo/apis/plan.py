@@ -39,6 +39,7 @@ from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
 from ..memory.html_report import write_memory_report
 from ..memory.report import plan_table
 from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch
+from ..models.task_modules import sampling_at_capacity
 from ..runner.dist_utils import get_dist_info
 from ..utils.model_wrapper import unwrap_model
 from .options import TrainingOptions
@@ -106,7 +107,9 @@ class ProbeSession:
     all-reduce gradients; on exit the wrapper, weights, buffers, optimizer state, RNG states
     and ``runner.meta`` are as they were. The steps run the module alone: on CPU the exact
     tracker then does not see DDP's gradient buckets, which :meth:`cost_table` and
-    :meth:`measure_step` add (CUDA's allocator counts them anyway)."""
+    :meth:`measure_step` add (CUDA's allocator counts them anyway). RoI samplers yield their
+    largest counts inside (:func:`~ckptzoo.models.task_modules.sampling_at_capacity`): the
+    plan is for the most RoIs training can see, not for an untrained RPN's few positives."""
 
     def __init__(self, run: TrainingRun):
         self.run = run
@@ -126,9 +129,12 @@ class ProbeSession:
         runner.model = self.model
         self.unseen = 0 if on_cuda(self.run) else self.buckets
         optimizer_hook(runner).before_run(runner)
+        self._capacity = sampling_at_capacity()
+        self._capacity.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
+        self._capacity.__exit__(*exc)
         runner = self.run.runner
         runner.model = self.wrapper
         self.model.load_state_dict(self._state)

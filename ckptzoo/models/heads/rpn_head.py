@@ -42,6 +42,9 @@ class RPNHead(LevelUnitsMixin, AnchorHead):
     boxes), ``nms`` (``dict(type='nms', iou_threshold=...)``, run per level), ``max_per_img``.
     """
 
+    #: object vs background, whatever the dataset's classes (NumClassCheckHook skips it)
+    CHECK_NUM_CLASSES = False
+
     TEST_CFG_KEYS = ('nms_pre', 'min_bbox_size', 'nms', 'max_per_img')
     REQUIRED_TEST_CFG_KEYS = ('nms', 'max_per_img')
 

@@ -7,10 +7,10 @@ from .delta_xywh_coder import DeltaXYWHBBoxCoder, bbox2delta, delta2bbox
 from .max_iou_assigner import MaxIoUAssigner
 from .multiclass_nms import batched_nms, multiclass_nms, nms
 from .pseudo_sampler import PseudoSampler
-from .random_sampler import RandomSampler
+from .random_sampler import RandomSampler, sampling_at_capacity
 from .sampling_result import SamplingResult
 
 __all__ = ['AnchorGenerator', 'AssignResult', 'bbox_overlaps', 'bbox2result', 'bbox2roi',
            'roi2bbox', 'DeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox', 'MaxIoUAssigner',
            'batched_nms', 'multiclass_nms', 'nms', 'PseudoSampler', 'RandomSampler',
-           'SamplingResult']
+           'sampling_at_capacity', 'SamplingResult']

@@ -3,8 +3,15 @@
 The draws are mmdet's: positives first, then negatives, each by
 ``torch.randperm(len(candidates))[:num]`` from torch's default generator, so a seeded run keeps
 the same RoIs as mmdet 2.x does.
+
+:func:`sampling_at_capacity` is for the memory planner: a RoI head's memory grows with the
+sampled RoIs (the mask head's with the positives), and an untrained RPN proposes few boxes that
+overlap the ground truths, so a probe step would see fewer positives than a trained model gets.
+Inside it every image yields the sampler's largest counts.
 """
+import contextlib
 import numbers
+import threading
 
 import numpy as np
 import torch
@@ -12,7 +19,30 @@ import torch
 from ...registry import TASK_UTILS
 from .sampling_result import SamplingResult
 
-__all__ = ['RandomSampler']
+__all__ = ['RandomSampler', 'sampling_at_capacity']
+
+_capacity = threading.local()
+
+
+@contextlib.contextmanager
+def sampling_at_capacity():
+    """Within: every :class:`RandomSampler` returns ``int(num * pos_fraction)`` positives
+    (when an image has any) and negatives up to ``num`` (within ``neg_pos_ub``), repeating the
+    candidates it has, without drawing random numbers: the most RoIs training can see, for
+    measuring memory. Training never runs in it."""
+    before = getattr(_capacity, 'on', False)
+    _capacity.on = True
+    try:
+        yield
+    finally:
+        _capacity.on = before
+
+
+def _repeat_to(inds, count):
+    """``inds`` repeated up to ``count`` entries (unchanged if empty or already as many)."""
+    if inds.numel() == 0 or inds.numel() >= count:
+        return inds
+    return inds.repeat(-(-count // inds.numel()))[:count]
 
 
 @TASK_UTILS.register_module()
@@ -88,6 +118,9 @@ class RandomSampler:
         num_expected_pos = int(self.num * self.pos_fraction)
         pos_inds = self._sample_pos(assign_result, num_expected_pos, bboxes=bboxes, **kwargs)
         pos_inds = pos_inds.unique()  # mmdet: randperm once returned duplicates
+        at_capacity = getattr(_capacity, 'on', False)
+        if at_capacity:
+            pos_inds = _repeat_to(pos_inds, num_expected_pos)
         num_sampled_pos = pos_inds.numel()
         num_expected_neg = self.num - num_sampled_pos
         if self.neg_pos_ub >= 0:
@@ -95,4 +128,6 @@ class RandomSampler:
                                    int(self.neg_pos_ub * max(1, num_sampled_pos)))
         neg_inds = self._sample_neg(assign_result, num_expected_neg, bboxes=bboxes, **kwargs)
         neg_inds = neg_inds.unique()
+        if at_capacity:
+            neg_inds = _repeat_to(neg_inds, num_expected_neg)
         return SamplingResult(pos_inds, neg_inds, bboxes, gt_bboxes, assign_result, gt_flags)

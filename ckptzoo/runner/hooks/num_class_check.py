@@ -6,7 +6,10 @@ from .hook import Hook
 
 @HOOKS.register_module()
 class NumClassCheckHook(Hook):
-    """Fails before training, not after an epoch, when a config's classes do not match."""
+    """Fails before training, not after an epoch, when a config's classes do not match.
+
+    A module whose ``num_classes`` is not the dataset's by design (an RPN head scores object
+    against background: mmdet skips ``RPNHead``) says so with ``CHECK_NUM_CLASSES = False``."""
 
     def _check(self, runner):
         dataset = getattr(runner.data_loader, 'dataset', None)
@@ -20,6 +23,7 @@ class NumClassCheckHook(Hook):
         for name, module in model.named_modules():
             num_classes = getattr(module, 'num_classes', None)
             if isinstance(num_classes, int) and module is not model \
+                    and getattr(module, 'CHECK_NUM_CLASSES', True) \
                     and num_classes != len(classes):
                 raise ValueError(f'{name}.num_classes = {num_classes} does not match the '
                                  f'{len(classes)} CLASSES of {type(dataset).__name__}: '
