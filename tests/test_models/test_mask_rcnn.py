@@ -2,10 +2,13 @@
 polygon and bitmap annotations, every checkpoint mode on every unit, and mmdet 2.x's
 mask_rcnn_r50_fpn state-dict keys and shapes."""
 import copy
+import importlib.util
+import os.path as osp
 
 import numpy as np
 import pytest
 import torch
+from mmengine.config import Config
 from torch.utils import checkpoint as torch_cp
 
 from ckptzoo.registry import build_detector
@@ -367,3 +370,20 @@ def test_mmdet_mask_rcnn_r50_fpn_checkpoint_loads_strictly():
     # ResNet-50 without fc 23.51 M, FPN 3.34 M, RPN 0.59 M, box head 14.31 M, mask head 2.64 M
     n_params = sum(p.numel() for p in model.parameters())
     assert n_params == 44_396_336, n_params
+
+
+def _mmdet_config(name):
+    spec = importlib.util.find_spec('mmdet')  # finds the package folder, imports nothing
+    if spec is None:
+        pytest.skip('mmdet 2.28.2 (its config files) is not installed')
+    return Config.fromfile(osp.join(spec.submodule_search_locations[0], '.mim', 'configs', name))
+
+
+def test_mmdet_mask_rcnn_config_file_builds_the_same_structure():
+    cfg = _mmdet_config('mask_rcnn/mask_rcnn_r50_fpn_1x_coco.py')
+    model = build_detector(cfg.model)
+    assert type(model).__name__ == 'MaskRCNN'
+    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == \
+        _mask_rcnn_r50_fpn_shapes()
+    assert model.roi_head.mask_head.loss_mask.use_mask
+    assert list(model.checkpoint_units())[-2:] == ['roi_head.bbox', 'roi_head.mask']
