@@ -24,6 +24,7 @@ def _head(**kw):
 
 def test_default_head_keys_and_shapes_equal_mmdet():
     head = build_model(dict(type='FCNMaskHead'))  # mask_rcnn_r50_fpn's mask_head, 80 classes
+    assert isinstance(head, FCNMaskHead)
     shapes = {k: tuple(v.shape) for k, v in head.state_dict().items()}
     assert list(shapes) == MMDET_KEYS
     assert shapes['convs.0.conv.weight'] == (256, 256, 3, 3)
