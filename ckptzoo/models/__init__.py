@@ -6,4 +6,5 @@ from .losses import *  # noqa: F401,F403
 from .task_modules import *  # noqa: F401,F403
 from .necks import *  # noqa: F401,F403
 from .heads import *  # noqa: F401,F403
+from .roi_heads import *  # noqa: F401,F403
 from .detectors import *  # noqa: F401,F403

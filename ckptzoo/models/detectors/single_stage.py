@@ -2,22 +2,11 @@
 
 Keys ``backbone.*``, ``neck.*``, ``bbox_head.*`` as mmdet, so mmdet 2.x checkpoints load.
 """
-import numpy as np
-
 from ...registry import MODELS
+from ..task_modules.bbox_transforms import bbox2result
 from .base import BaseDetector
 
 __all__ = ['SingleStageDetector', 'bbox2result']
-
-
-def bbox2result(bboxes, labels, num_classes):
-    """Detections ``[k, 5]`` and labels ``[k]`` to a list over classes of float32 numpy
-    arrays ``[k_c, 5]`` (mmdet 2.x's result format)."""
-    if bboxes.shape[0] == 0:
-        return [np.zeros((0, 5), dtype=np.float32) for _ in range(num_classes)]
-    bboxes = bboxes.detach().float().cpu().numpy()
-    labels = labels.detach().cpu().numpy()
-    return [bboxes[labels == i, :] for i in range(num_classes)]
 
 
 @MODELS.register_module()

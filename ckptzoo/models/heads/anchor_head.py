@@ -6,11 +6,11 @@ Subclasses build their layers in ``_init_layers`` and implement ``forward_single
 """
 import torch
 import torch.nn as nn
-from torchvision.ops import batched_nms
 
 from ...registry import MODELS, TASK_UTILS, check_keys
 from ...runner.checkpoint import load_checkpoint
 from ...runner.fp16 import force_fp32
+from ..task_modules.multiclass_nms import batched_nms
 from ..utils import apply_init_cfg
 
 __all__ = ['AnchorHead', 'anchor_inside_flags', 'bbox_flip', 'bbox_mapping',
@@ -447,18 +447,10 @@ class AnchorHead(nn.Module):
         return self._nms(bboxes, scores, labels, cfg)
 
     def _nms(self, bboxes, scores, labels, cfg):
-        """Class-wise NMS (mmcv ``batched_nms`` semantics), best first, ``max_per_img``."""
-        nms_cfg = dict(_get(cfg, 'nms', dict(type='nms', iou_threshold=0.5)))
-        nms_type = nms_cfg.pop('type', 'nms')
-        iou_thr = nms_cfg.pop('iou_threshold', nms_cfg.pop('iou_thr', 0.5))
-        class_agnostic = nms_cfg.pop('class_agnostic', False)
-        nms_cfg.pop('split_thr', None)
-        if nms_type != 'nms' or nms_cfg:
-            raise NotImplementedError(f"test_cfg.nms must be dict(type='nms', iou_threshold=..."
-                                      f'), got {_get(cfg, "nms")!r}')
-        keep = batched_nms(bboxes, scores, torch.zeros_like(labels) if class_agnostic
-                           else labels, iou_thr)
+        """Class-wise NMS (mmcv ``batched_nms``), best first, ``max_per_img``."""
+        dets, keep = batched_nms(bboxes, scores, labels,
+                                 _get(cfg, 'nms', dict(type='nms', iou_threshold=0.5)))
         max_per_img = _get(cfg, 'max_per_img', -1)
         if max_per_img is not None and max_per_img > 0:
-            keep = keep[:max_per_img]
-        return torch.cat([bboxes[keep], scores[keep, None]], -1), labels[keep]
+            dets, keep = dets[:max_per_img], keep[:max_per_img]
+        return dets, labels[keep]

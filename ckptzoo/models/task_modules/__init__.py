@@ -2,12 +2,15 @@
 from .anchor_generator import AnchorGenerator
 from .assign_result import AssignResult
 from .bbox_overlaps import bbox_overlaps
+from .bbox_transforms import bbox2result, bbox2roi, roi2bbox
 from .delta_xywh_coder import DeltaXYWHBBoxCoder, bbox2delta, delta2bbox
 from .max_iou_assigner import MaxIoUAssigner
+from .multiclass_nms import batched_nms, multiclass_nms, nms
 from .pseudo_sampler import PseudoSampler
 from .random_sampler import RandomSampler
 from .sampling_result import SamplingResult
 
-__all__ = ['AnchorGenerator', 'AssignResult', 'bbox_overlaps', 'DeltaXYWHBBoxCoder',
-           'bbox2delta', 'delta2bbox', 'MaxIoUAssigner', 'PseudoSampler', 'RandomSampler',
+__all__ = ['AnchorGenerator', 'AssignResult', 'bbox_overlaps', 'bbox2result', 'bbox2roi',
+           'roi2bbox', 'DeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox', 'MaxIoUAssigner',
+           'batched_nms', 'multiclass_nms', 'nms', 'PseudoSampler', 'RandomSampler',
            'SamplingResult']

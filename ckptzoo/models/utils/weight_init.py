@@ -85,11 +85,12 @@ def _initializer(cfg):
     return func, kwargs, cfg
 
 
-def apply_init_cfg(module, init_cfg):
+def apply_init_cfg(module, init_cfg, _whole=False):
     """Initialise ``module`` from an mmcv ``init_cfg`` (a dict or a list of them).
 
     ``layer`` names the layer classes to initialise (e.g. 'Conv2d'); ``override`` re-initialises
-    named children afterwards, as mmcv does. ``Pretrained`` is left to ``init_weights``.
+    named children afterwards, each as a whole (every layer with a weight inside it, e.g. all
+    Linears of a ModuleList), as mmcv does. ``Pretrained`` is left to ``init_weights``.
     """
     if init_cfg is None:
         return
@@ -109,7 +110,8 @@ def apply_init_cfg(module, init_cfg):
                 if type(m).__name__ in layers:
                     func(m, **kwargs)
         elif overrides is None:
-            func(module, **kwargs)
+            for m in (module.modules() if _whole else [module]):
+                func(m, **kwargs)
         for override in (overrides if isinstance(overrides, (list, tuple)) else
                          [overrides] if overrides else []):
             override = dict(override)
@@ -121,4 +123,4 @@ def apply_init_cfg(module, init_cfg):
                 override = dict(cfg, **override)
                 override.pop('layer', None)
                 override.pop('override', None)
-            apply_init_cfg(getattr(module, name), override)
+            apply_init_cfg(getattr(module, name), override, _whole=True)

@@ -1,0 +1,338 @@
+"""mmdet 2.x ``StandardRoIHead``: the second stage of Faster / Mask R-CNN.
+
+Training: per image, proposals are assigned to ground truths and sampled; the sampled RoIs'
+features go through the box head (``loss_cls``, ``acc``, ``loss_bbox``) and the positives'
+through the mask head (``loss_mask``). Test: the box head scores and refines every proposal,
+class-wise NMS keeps the detections, and the mask head segments them.
+
+Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``bbox``, the RoI feature extraction
+and the box head over all RoIs (mmdet's ``_bbox_forward``), and ``mask`` (with a mask head),
+the mask RoI extraction (or the positives' box features, when the extractor is shared) and the
+whole mask head (mmdet's ``_mask_forward``). The proposals come detached from the RPN, so the
+sampling keeps nothing for backward.
+"""
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from ...registry import MODELS, TASK_UTILS, check_keys
+from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit, unit_step
+from ..task_modules.bbox_transforms import bbox2result, bbox2roi
+from ..utils import apply_init_cfg
+from ..utils.pretrained import load_pretrained
+
+__all__ = ['StandardRoIHead']
+
+
+def _get(cfg, key, default=None):
+    if cfg is None:
+        return default
+    return cfg.get(key, default) if isinstance(cfg, dict) else getattr(cfg, key, default)
+
+
+@MODELS.register_module()
+class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
+    """Args (mmdet 2.x's):
+        bbox_roi_extractor, bbox_head (dict): the box branch (required).
+        mask_roi_extractor (dict | None): None with a ``mask_head`` shares the box extractor
+            (``share_roi_extractor``): the mask head then takes the positives' box features.
+        mask_head (dict | None): the mask branch (``FCNMaskHead``).
+        shared_head (None): mmdet's ResLayer of C4 models; not supported.
+        train_cfg (dict): rcnn ``assigner``, ``sampler``, ``mask_size``, ``pos_weight``,
+            ``debug`` (accepted, unused as in mmdet).
+        test_cfg (dict): rcnn ``score_thr``, ``nms``, ``max_per_img``, ``mask_thr_binary``.
+        pretrained (str | None): mmdet hands it to ``shared_head`` only (the detector passes
+            its own ``pretrained`` here); without a shared head it is unused.
+        init_cfg (dict | None): applied at construction; ``Pretrained`` in ``init_weights``.
+        with_cp (bool): ``'full'`` checkpointing of the ``bbox`` and ``mask`` units (not an
+            mmdet argument; default False). ``set_checkpoint_plan`` changes modes later.
+        cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
+    """
+
+    TRAIN_CFG_KEYS = ('assigner', 'sampler', 'mask_size', 'pos_weight', 'debug')
+    TEST_CFG_KEYS = ('score_thr', 'nms', 'max_per_img', 'mask_thr_binary')
+
+    def __init__(self, bbox_roi_extractor=None, bbox_head=None, mask_roi_extractor=None,
+                 mask_head=None, shared_head=None, train_cfg=None, test_cfg=None,
+                 pretrained=None, init_cfg=None, with_cp=False, cp_use_reentrant=False):
+        super().__init__()
+        if shared_head is not None:
+            raise NotImplementedError(f'StandardRoIHead shared_head (mmdet\'s ResLayer of C4 '
+                                      f'models) is not supported, got {shared_head!r}')
+        if bbox_head is None or bbox_roi_extractor is None:
+            raise ValueError('StandardRoIHead needs bbox_roi_extractor and bbox_head configs')
+        if not isinstance(with_cp, bool):
+            raise TypeError(f'StandardRoIHead with_cp must be a bool, got {with_cp!r}')
+        for name, cfg, keys in (('train_cfg', train_cfg, self.TRAIN_CFG_KEYS),
+                                ('test_cfg', test_cfg, self.TEST_CFG_KEYS)):
+            if isinstance(cfg, dict):
+                check_keys(cfg, keys, name, owner=type(self).__name__)
+        self.train_cfg = train_cfg
+        self.test_cfg = test_cfg
+        self.pretrained = pretrained
+        self.init_bbox_head(bbox_roi_extractor, bbox_head)
+        if mask_head is not None:
+            self.init_mask_head(mask_roi_extractor, mask_head)
+        self.init_assigner_sampler()
+        self.bbox_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+        self.mask_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+        self.init_cfg = init_cfg
+        apply_init_cfg(self, init_cfg)
+
+    @property
+    def with_bbox(self):
+        return getattr(self, 'bbox_head', None) is not None
+
+    @property
+    def with_mask(self):
+        return getattr(self, 'mask_head', None) is not None
+
+    @property
+    def with_shared_head(self):
+        return False
+
+    def init_bbox_head(self, bbox_roi_extractor, bbox_head):
+        self.bbox_roi_extractor = MODELS.build(bbox_roi_extractor)
+        self.bbox_head = MODELS.build(bbox_head)
+
+    def init_mask_head(self, mask_roi_extractor, mask_head):
+        if mask_roi_extractor is not None:
+            self.mask_roi_extractor = MODELS.build(mask_roi_extractor)
+            self.share_roi_extractor = False
+        else:
+            self.share_roi_extractor = True
+            self.mask_roi_extractor = self.bbox_roi_extractor
+        self.mask_head = MODELS.build(mask_head)
+
+    def init_assigner_sampler(self):
+        self.bbox_assigner = None
+        self.bbox_sampler = None
+        if self.train_cfg:
+            for key in ('assigner', 'sampler'):
+                if _get(self.train_cfg, key) is None:
+                    raise ValueError(f'StandardRoIHead train_cfg needs {key!r}, got '
+                                     f'{self.train_cfg!r}')
+            self.bbox_assigner = TASK_UTILS.build(_get(self.train_cfg, 'assigner'))
+            self.bbox_sampler = TASK_UTILS.build(_get(self.train_cfg, 'sampler'))
+
+    def init_weights(self):
+        """Load a ``Pretrained`` init_cfg, then let the children load theirs."""
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained(self, self.init_cfg, type(self).__name__)
+        for m in self.children():
+            if hasattr(m, 'init_weights'):
+                m.init_weights()
+
+    # ----------------------------------------------------------------------- checkpoint units
+    def _bbox_modules(self):
+        return [self.bbox_roi_extractor, self.bbox_head]
+
+    def _mask_modules(self):
+        return [self.mask_head] if self.share_roi_extractor \
+            else [self.mask_roi_extractor, self.mask_head]
+
+    def _checkpoint_steps(self):
+        """``bbox``, then ``mask`` (with a mask head): each a chain of one step."""
+        steps = [[unit_step('bbox', self.bbox_unit, self._bbox_forward_unit,
+                            self._bbox_modules())]]
+        if self.with_mask:
+            steps.append([unit_step('mask', self.mask_unit, self._mask_forward_unit,
+                                    self._mask_modules())])
+        return steps
+
+    def _bbox_forward_unit(self, rois, *feats):
+        bbox_feats = self.bbox_roi_extractor(list(feats), rois)
+        cls_score, bbox_pred = self.bbox_head(bbox_feats)
+        return cls_score, bbox_pred, bbox_feats
+
+    def _mask_forward_unit(self, rois, *feats):
+        mask_feats = self.mask_roi_extractor(list(feats), rois)
+        return self.mask_head(mask_feats), mask_feats
+
+    def _mask_forward_shared(self, pos_inds, bbox_feats):
+        mask_feats = bbox_feats[pos_inds]
+        return self.mask_head(mask_feats), mask_feats
+
+    # ------------------------------------------------------------------------------ forward
+    def forward_dummy(self, x, proposals):
+        """The raw outputs for ``proposals`` of one image (FLOP counting): cls_score,
+        bbox_pred and, with a mask head, the mask logits of the first 100 RoIs."""
+        rois = bbox2roi([proposals])
+        bbox_results = self._bbox_forward(x, rois)
+        outs = (bbox_results['cls_score'], bbox_results['bbox_pred'])
+        if self.with_mask:
+            outs = outs + (self._mask_forward(x, rois[:100])['mask_pred'], )
+        return outs
+
+    def forward_train(self, x, img_metas, proposal_list, gt_bboxes, gt_labels,
+                      gt_bboxes_ignore=None, gt_masks=None, **kwargs):
+        """Losses ``loss_cls``, ``acc``, ``loss_bbox`` (and ``loss_mask``) of the RoIs
+        sampled from each image's proposals (``[n, 5]`` with scores, or ``[n, 4]``).
+        ``kwargs`` (other annotations the pipeline collects) are unused, as in mmdet."""
+        if not self.train_cfg:
+            raise ValueError('StandardRoIHead.forward_train needs train_cfg (assigner, sampler, '
+                             f'...), got {self.train_cfg!r}')
+        num_imgs = len(img_metas)
+        if not (len(proposal_list) == len(gt_bboxes) == len(gt_labels) == num_imgs):
+            raise ValueError(f'proposal_list, gt_bboxes and gt_labels need one entry per image '
+                             f'({num_imgs}), got {len(proposal_list)}, {len(gt_bboxes)}, '
+                             f'{len(gt_labels)}')
+        if self.with_mask and gt_masks is None:
+            raise ValueError('StandardRoIHead with a mask head needs gt_masks to train')
+        if gt_bboxes_ignore is None:
+            gt_bboxes_ignore = [None] * num_imgs
+        sampling_results = []
+        for i in range(num_imgs):
+            assign_result = self.bbox_assigner.assign(proposal_list[i], gt_bboxes[i],
+                                                      gt_bboxes_ignore[i], gt_labels[i])
+            sampling_results.append(self.bbox_sampler.sample(
+                assign_result, proposal_list[i], gt_bboxes[i], gt_labels[i]))
+        losses = dict()
+        bbox_results = self._bbox_forward_train(x, sampling_results, gt_bboxes, gt_labels,
+                                                img_metas)
+        losses.update(bbox_results['loss_bbox'])
+        if self.with_mask:
+            mask_results = self._mask_forward_train(x, sampling_results,
+                                                    bbox_results['bbox_feats'], gt_masks,
+                                                    img_metas)
+            losses.update(mask_results['loss_mask'])
+        return losses
+
+    def _bbox_forward(self, x, rois):
+        """Box head outputs for ``rois``, through the ``bbox`` unit."""
+        feats = tuple(x[:self.bbox_roi_extractor.num_inputs])
+        cls_score, bbox_pred, bbox_feats = self.bbox_unit(
+            self._bbox_forward_unit, rois, *feats, module=self._bbox_modules())
+        return dict(cls_score=cls_score, bbox_pred=bbox_pred, bbox_feats=bbox_feats)
+
+    def _bbox_forward_train(self, x, sampling_results, gt_bboxes, gt_labels, img_metas):
+        rois = bbox2roi([res.bboxes for res in sampling_results])
+        bbox_results = self._bbox_forward(x, rois)
+        bbox_targets = self.bbox_head.get_targets(sampling_results, gt_bboxes, gt_labels,
+                                                  self.train_cfg)
+        loss_bbox = self.bbox_head.loss(bbox_results['cls_score'], bbox_results['bbox_pred'],
+                                        rois, *bbox_targets)
+        bbox_results.update(loss_bbox=loss_bbox)
+        return bbox_results
+
+    def _mask_forward(self, x, rois=None, pos_inds=None, bbox_feats=None):
+        """Mask logits of ``rois``, or (shared extractor) of the rows ``pos_inds`` (bool) of
+        ``bbox_feats``, through the ``mask`` unit."""
+        if (rois is not None) == (pos_inds is not None and bbox_feats is not None):
+            raise ValueError('_mask_forward takes rois, or pos_inds and bbox_feats')
+        if rois is not None:
+            feats = tuple(x[:self.mask_roi_extractor.num_inputs])
+            mask_pred, mask_feats = self.mask_unit(self._mask_forward_unit, rois, *feats,
+                                                   module=self._mask_modules())
+        else:
+            mask_pred, mask_feats = self.mask_unit(self._mask_forward_shared, pos_inds,
+                                                   bbox_feats, module=self._mask_modules())
+        return dict(mask_pred=mask_pred, mask_feats=mask_feats)
+
+    def _mask_forward_train(self, x, sampling_results, bbox_feats, gt_masks, img_metas):
+        if not self.share_roi_extractor:
+            pos_rois = bbox2roi([res.pos_bboxes for res in sampling_results])
+            mask_results = self._mask_forward(x, pos_rois)
+        else:
+            pos_inds = torch.cat([torch.cat([
+                torch.ones(res.pos_bboxes.shape[0], device=bbox_feats.device, dtype=torch.bool),
+                torch.zeros(res.neg_bboxes.shape[0], device=bbox_feats.device,
+                            dtype=torch.bool)]) for res in sampling_results])
+            mask_results = self._mask_forward(x, pos_inds=pos_inds, bbox_feats=bbox_feats)
+        mask_targets = self.mask_head.get_targets(sampling_results, gt_masks, self.train_cfg)
+        pos_labels = torch.cat([res.pos_gt_labels for res in sampling_results])
+        loss_mask = self.mask_head.loss(mask_results['mask_pred'], mask_targets, pos_labels)
+        mask_results.update(loss_mask=loss_mask, mask_targets=mask_targets)
+        return mask_results
+
+    # --------------------------------------------------------------------------------- test
+    def simple_test(self, x, proposal_list, img_metas, proposals=None, rescale=False):
+        """Per image, the per-class ``[k, 5]`` arrays (mmdet's ``bbox2result``), or with a
+        mask head ``(bbox_results, segm_results)``. ``proposals`` is unused in mmdet (the
+        detector passes given proposals as ``proposal_list``) and must stay None."""
+        if proposals is not None:
+            raise ValueError('StandardRoIHead.simple_test takes the proposals as proposal_list;'
+                             ' proposals= must be None')
+        if not self.test_cfg:
+            raise ValueError('StandardRoIHead.simple_test needs test_cfg (score_thr, nms, '
+                             f'max_per_img), got {self.test_cfg!r}')
+        det_bboxes, det_labels = self.simple_test_bboxes(x, img_metas, proposal_list,
+                                                         self.test_cfg, rescale=rescale)
+        bbox_results = [bbox2result(det_bboxes[i], det_labels[i], self.bbox_head.num_classes)
+                        for i in range(len(det_bboxes))]
+        if not self.with_mask:
+            return bbox_results
+        segm_results = self.simple_test_mask(x, img_metas, det_bboxes, det_labels,
+                                             rescale=rescale)
+        return list(zip(bbox_results, segm_results))
+
+    def aug_test(self, x, proposal_list, img_metas, rescale=False):
+        raise NotImplementedError('StandardRoIHead.aug_test (test-time augmentation) is not '
+                                  'supported')
+
+    def _empty_dets(self, rois, rcnn_test_cfg):
+        det_bbox = rois.new_zeros(0, 5)
+        det_label = rois.new_zeros((0, ), dtype=torch.long)
+        if rcnn_test_cfg is None:
+            det_bbox = det_bbox[:, :4]
+            det_label = rois.new_zeros((0, self.bbox_head.fc_cls.out_features))
+        return det_bbox, det_label
+
+    def simple_test_bboxes(self, x, img_metas, proposals, rcnn_test_cfg, rescale=False):
+        """Per image ``(det_bboxes [k, 5], det_labels [k])``; an image without proposals gets
+        none. With ``rcnn_test_cfg=None`` the boxes and scores before NMS (as mmdet)."""
+        rois = bbox2roi(proposals)
+        if rois.shape[0] == 0:
+            det_bbox, det_label = self._empty_dets(rois, rcnn_test_cfg)
+            return [det_bbox] * len(proposals), [det_label] * len(proposals)
+        bbox_results = self._bbox_forward(x, rois)
+        num_per_img = tuple(len(p) for p in proposals)
+        rois = rois.split(num_per_img, 0)
+        cls_score = bbox_results['cls_score'].split(num_per_img, 0)
+        bbox_pred = bbox_results['bbox_pred']
+        bbox_pred = bbox_pred.split(num_per_img, 0) if bbox_pred is not None \
+            else (None, ) * len(proposals)
+        det_bboxes, det_labels = [], []
+        for i, meta in enumerate(img_metas):
+            if rois[i].shape[0] == 0:
+                det_bbox, det_label = self._empty_dets(rois[i], rcnn_test_cfg)
+            else:
+                det_bbox, det_label = self.bbox_head.get_bboxes(
+                    rois[i], cls_score[i], bbox_pred[i], meta['img_shape'],
+                    meta['scale_factor'], rescale=rescale, cfg=rcnn_test_cfg)
+            det_bboxes.append(det_bbox)
+            det_labels.append(det_label)
+        return det_bboxes, det_labels
+
+    def simple_test_mask(self, x, img_metas, det_bboxes, det_labels, rescale=False):
+        """Per image, the mask head's ``get_seg_masks`` of its detections (boxes mapped back
+        to the network input when ``rescale``); an image without detections gets an empty
+        list per class."""
+        ori_shapes = tuple(meta['ori_shape'] for meta in img_metas)
+        scale_factors = [meta['scale_factor'] for meta in img_metas]
+        if isinstance(scale_factors[0], float):
+            warnings.warn('scale_factor in img_metas should be an ndarray of 4 '
+                          '(w, h, w, h) factors; a float is deprecated')
+            scale_factors = [np.full(4, s, dtype=np.float32) for s in scale_factors]
+        num_classes = self.mask_head.num_classes
+        if all(det_bbox.shape[0] == 0 for det_bbox in det_bboxes):
+            return [[[] for _ in range(num_classes)] for _ in det_bboxes]
+        if rescale:
+            scale_factors = [s.to(det_bboxes[0].device) if isinstance(s, torch.Tensor)
+                             else torch.from_numpy(np.asarray(s)).to(det_bboxes[0].device)
+                             for s in scale_factors]
+        _bboxes = [det_bboxes[i][:, :4] * scale_factors[i] if rescale else det_bboxes[i][:, :4]
+                   for i in range(len(det_bboxes))]
+        mask_pred = self._mask_forward(x, bbox2roi(_bboxes))['mask_pred']
+        mask_preds = mask_pred.split([len(d) for d in det_bboxes], 0)
+        segm_results = []
+        for i in range(len(det_bboxes)):
+            if det_bboxes[i].shape[0] == 0:
+                segm_results.append([[] for _ in range(num_classes)])
+            else:
+                segm_results.append(self.mask_head.get_seg_masks(
+                    mask_preds[i], _bboxes[i], det_labels[i], self.test_cfg, ori_shapes[i],
+                    scale_factors[i], rescale))
+        return segm_results
