@@ -11,7 +11,7 @@ from ckptzoo.runner.fp16 import wrap_fp16_model
 
 from ._cp_utils import one_thread as _one_thread
 from .test_two_stage import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, _backbone, _batch,
-                             _load_strictly, _meta, _resnet50_fpn_keys, _rpn_head)
+                             _load_strictly, _resnet50_fpn_keys, _rpn_head)
 
 one_thread = pytest.fixture(autouse=True)(_one_thread)
 
