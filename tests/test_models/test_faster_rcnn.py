@@ -11,7 +11,7 @@ from ckptzoo.runner.fp16 import wrap_fp16_model
 
 from ._cp_utils import one_thread as _one_thread
 from .test_two_stage import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, _backbone, _batch,
-                             _load_strictly, _resnet50_fpn_keys, _rpn_head)
+                             _load_strictly, _overfit, _resnet50_fpn_keys, _rpn_head)
 
 one_thread = pytest.fixture(autouse=True)(_one_thread)
 
@@ -245,3 +245,8 @@ def test_an_rpn_model_ignores_batch_proposals_with_a_warning():
     model = _model()
     with pytest.warns(UserWarning, match='proposals in the batch are not used'):
         model.train_step(dict(_det_batch(), proposals=[torch.zeros(1, 5)] * 2), None)
+
+
+def test_overfits_one_batch():
+    losses = _overfit(_model(), _det_batch())
+    assert losses[-1] < 0.6 * losses[0], losses

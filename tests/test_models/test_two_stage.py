@@ -294,3 +294,21 @@ def test_rpn_show_result_draws_the_best_proposals(tmp_path):
     assert top1[4:31, 4:31].any() and not top1[40:56, 59:62].any()
     assert model.show_result(img, proposals, out_file=str(tmp_path / 'p.jpg')) is None
     assert (tmp_path / 'p.jpg').exists()
+
+
+def _overfit(model, batch, steps=10):
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(steps):
+        out = model.train_step(copy.deepcopy(batch), opt)
+        opt.zero_grad()
+        out['loss'].backward()
+        opt.step()
+        losses.append(out['log_vars']['loss'])
+    return losses
+
+
+def test_rpn_overfits_one_batch():
+    losses = _overfit(_rpn(), _batch())
+    assert losses[-1] < 0.5 * losses[0], losses
