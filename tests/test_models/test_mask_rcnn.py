@@ -11,6 +11,7 @@ import torch
 from mmengine.config import Config
 from torch.utils import checkpoint as torch_cp
 
+from ckptzoo.models import MaskRCNN
 from ckptzoo.registry import build_detector
 from ckptzoo.runner.fp16 import wrap_fp16_model
 from ckptzoo.structures import BitmapMasks, PolygonMasks
@@ -387,3 +388,16 @@ def test_mmdet_mask_rcnn_config_file_builds_the_same_structure():
         _mask_rcnn_r50_fpn_shapes()
     assert model.roi_head.mask_head.loss_mask.use_mask
     assert list(model.checkpoint_units())[-2:] == ['roi_head.bbox', 'roi_head.mask']
+
+
+def test_positional_arguments_in_mmdets_order():
+    """MaskRCNN(backbone, rpn_head, roi_head, train_cfg, test_cfg, neck=None, ...)."""
+    cfg = _cfg()
+    torch.manual_seed(0)
+    model = MaskRCNN(cfg['backbone'], cfg['rpn_head'], cfg['roi_head'], cfg['train_cfg'],
+                     cfg['test_cfg'], cfg['neck'])
+    assert model.with_neck and model.with_rpn and model.with_mask
+    assert model.roi_head.train_cfg['mask_size'] == 28
+    assert model.roi_head.test_cfg['mask_thr_binary'] == 0.5
+    with pytest.raises(TypeError):
+        MaskRCNN(cfg['backbone'], cfg['rpn_head'], cfg['roi_head'])  # the cfgs are required
