@@ -157,7 +157,8 @@ def main(argv=None):
                 timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
                 with open(osp.join(args.work_dir, f'eval_{timestamp}.json'), 'w') as f:
                     json.dump(dict(config=args.config, checkpoint=args.checkpoint,
-                                   metric={k: float(v) for k, v in metric.items()}), f)
+                                   metric={k: v if isinstance(v, str) else float(v)
+                                           for k, v in metric.items()}), f)
     if distributed:
         torch.distributed.destroy_process_group()
 

@@ -105,6 +105,13 @@ class XMLDataset(CustomDataset):
         super().__init__(**kwargs)
         self.cat2label = {cat: i for i, cat in enumerate(self.CLASSES)}
 
+    def check_mask_annotations(self):
+        """VOC XML has boxes only: a pipeline loading instance masks is an error."""
+        raise ValueError(f'{type(self).__name__} {self.ann_file!r}: VOC XML annotations have no '
+                         f'instance masks, but the pipeline has '
+                         f'LoadAnnotations(with_mask=True); use with_mask=False or a dataset '
+                         f'with masks (CocoDataset)')
+
     def _xml_path(self, img_id):
         return osp.join(self.img_prefix, self.ann_subdir, f'{img_id}.xml')
 

@@ -71,3 +71,17 @@ def test_what_the_stand_in_cannot_be_made_from_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"only for detectors .* and classifiers: got Collect "
                        r"keys \['img', 'gt_semantic_seg'\]"):
         stand_in_dataset(cfg)
+
+
+@pytest.mark.parametrize('poly2mask', [True, False])
+def test_a_mask_models_stand_in_carries_the_masks_it_loads(tmp_path, poly2mask):
+    from ckptzoo.structures import BitmapMasks, PolygonMasks
+    cfg, _ = _voc(tmp_path)
+    pipeline = cfg.data.train.dataset.pipeline
+    load = next(t for t in pipeline if t['type'] == 'LoadAnnotations')
+    load.update(with_mask=True, poly2mask=poly2mask)
+    next(t for t in pipeline if t['type'] == 'Collect')['keys'].append('gt_masks')
+    cfg.data.samples_per_gpu = 1
+    ds = stand_in_dataset(cfg, boxes_per_image=3)
+    masks = ds[0]['gt_masks']
+    assert isinstance(masks, BitmapMasks if poly2mask else PolygonMasks) and len(masks) == 3

@@ -191,3 +191,192 @@ def test_pipeline_reads_generated_images(coco_root):
     assert sample['gt_bboxes'].data.shape == (0, 4)
     assert sample['gt_bboxes_ignore'].data.shape == (1, 4)
     assert 48 <= sample['img'].data.shape[1] <= 64
+
+
+# ------------------------------------------------------------------------------------------
+# instance masks
+# ------------------------------------------------------------------------------------------
+MASK_PIPELINE = [dict(type='LoadImageFromFile'),
+                 dict(type='LoadAnnotations', with_bbox=True, with_mask=True)]
+
+
+def test_with_mask_loads_each_kept_objects_mask_as_pycocotools_draws_it(coco_root):
+    ds = CocoDataset(ann_file=osp.join(coco_root, 'annotations', 'instances_train2017.json'),
+                     img_prefix=osp.join(coco_root, 'train2017'), pipeline=MASK_PIPELINE,
+                     classes=SHAPES)
+    seen = 0
+    for i in range(len(ds)):
+        r = ds[i]
+        masks, boxes = r['gt_masks'], r['gt_bboxes']
+        assert len(masks) == len(boxes) and r['mask_fields'] == ['gt_masks']
+        assert (masks.height, masks.width) == r['img'].shape[:2]
+        anns = [a for a in ds.coco.imgToAnns[ds.img_ids[i]] if not a['iscrowd']]
+        for mask, ann, box in zip(masks.masks, anns, boxes):
+            np.testing.assert_array_equal(mask, ds.coco.annToMask(ann))
+            ys, xs = np.nonzero(mask)  # the polygon traces the object's pixels (a
+            # triangle's tip may rasterize a little short)
+            np.testing.assert_allclose([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], box,
+                                       atol=3)
+            seen += 1
+    assert seen > 5
+
+
+def _first_object(data):
+    return next(i for i, a in enumerate(data['annotations']) if not a['iscrowd'])
+
+
+def _mask_broken(coco_root, tmp_path, edit):
+    path = _broken(coco_root, tmp_path, edit)
+    data = json.load(open(path))
+    k = _first_object(data)
+    return path, data['annotations'][k]['id'], next(
+        img for img in data['images'] if img['id'] == data['annotations'][k]['image_id'])
+
+
+def test_bad_masks_name_the_json_and_the_annotation(coco_root, tmp_path):
+    def only_short(d):
+        d['annotations'][_first_object(d)]['segmentation'] = [[1, 2, 3, 4]]
+
+    def odd(d):
+        d['annotations'][_first_object(d)]['segmentation'] = [[1, 2, 3, 4, 5, 6, 7]]
+
+    def rle_size(d):
+        ann = d['annotations'][_first_object(d)]
+        img = next(i for i in d['images'] if i['id'] == ann['image_id'])
+        h, w = img['height'] + 1, img['width']
+        ann['segmentation'] = dict(size=[h, w], counts=[h * w])
+
+    def one_missing(d):
+        d['annotations'][_first_object(d)].pop('segmentation')
+
+    for edit, pattern in ((only_short, r"no polygon of 3 or more points \(coordinates per "
+                                       r"polygon: \[4\]\)"),
+                          (odd, 'polygon 0 has an odd number of coordinates'),
+                          (rle_size, r'the RLE mask has size \[height, width\] = \[{h1}, {w}\], '
+                                     r'the image is \[{h}, {w}\]'),
+                          (one_missing, r"annotation ids \[{id}\] \(1 in all\) have no "
+                                        r"'segmentation'")):
+        path, ann_id, img = _mask_broken(coco_root, tmp_path, edit)
+        pattern = pattern.format(h=img['height'], h1=img['height'] + 1, w=img['width'],
+                                 id=ann_id)
+        if edit is not one_missing:
+            pattern = (rf"annotation id {ann_id} \(image '{img['file_name']}'\): " + pattern)
+        with pytest.raises(ValueError, match=pattern) as info:
+            CocoDataset(ann_file=path, img_prefix=osp.join(coco_root, 'val2017'),
+                        pipeline=MASK_PIPELINE, classes=SHAPES)
+        assert 'broken.json' in str(info.value)
+        # the same json trains without masks
+        CocoDataset(ann_file=path, img_prefix=osp.join(coco_root, 'val2017'), pipeline=[],
+                    classes=SHAPES)
+
+
+def test_a_json_without_masks_refuses_with_mask(coco_root, tmp_path):
+    def no_masks(d):
+        for a in d['annotations']:
+            a.pop('segmentation')
+
+    path = _broken(coco_root, tmp_path, no_masks)
+    with pytest.raises(ValueError, match=r"broken\.json' has no instance masks \(no "
+                                         r"annotation has a 'segmentation'\)"):
+        CocoDataset(ann_file=path, img_prefix=osp.join(coco_root, 'val2017'),
+                    pipeline=MASK_PIPELINE, classes=SHAPES)
+
+
+def test_short_polygons_beside_valid_ones_are_dropped_with_a_warning(coco_root, tmp_path):
+    def extra_short(d):
+        d['annotations'][_first_object(d)]['segmentation'].append([1, 2, 3, 4])
+
+    path, ann_id, _ = _mask_broken(coco_root, tmp_path, extra_short)
+    with pytest.warns(UserWarning, match=rf'1 polygons of fewer than 3 points are dropped '
+                                         rf'\(annotation ids \[{ann_id}\]\)'):
+        ds = CocoDataset(ann_file=path, img_prefix=osp.join(coco_root, 'val2017'),
+                         pipeline=MASK_PIPELINE, classes=SHAPES)
+    i = next(i for i in range(len(ds))
+             if ann_id in [a['id'] for a in ds.coco.imgToAnns[ds.img_ids[i]]])
+    ann = ds.coco.anns[ann_id]
+    ann = dict(ann, segmentation=ann['segmentation'][:-1])
+    np.testing.assert_array_equal(ds[i]['gt_masks'].masks[0], ds.coco.annToMask(ann))
+
+
+def _segm_results(ds, seed=0):
+    """(bbox, segm) per image: each object's mask moved by up to 2 px with its box jittered,
+    plus false positives with their boxes filled."""
+    from ckptzoo.structures import poly2mask
+    rng = np.random.default_rng(seed)
+    boxes = _detections(ds, seed)
+    results = []
+    for i, per_class in enumerate(boxes):
+        info, ann = ds.data_infos[i], ds.get_ann_info(i)
+        h, w = info['height'], info['width']
+        gt_masks = [[] for _ in SHAPES]
+        for label, seg in zip(ann['labels'], ann['masks']):
+            shift = rng.integers(-2, 3, size=2)
+            gt_masks[label].append(np.roll(poly2mask(seg, h, w).astype(bool), shift, (0, 1)))
+        segms = []
+        for label, dets in enumerate(per_class):
+            masks = gt_masks[label]
+            for x1, y1, x2, y2, _ in dets[len(masks):]:
+                m = np.zeros((h, w), bool)
+                m[int(y1):int(np.ceil(y2)), int(x1):int(np.ceil(x2))] = True
+                masks.append(m)
+            segms.append(masks)
+        results.append((per_class, segms))
+    return results
+
+
+def test_segm_evaluation_equals_cocoeval_on_its_json(coco_root, tmp_path):
+    import copy
+
+    from ckptzoo.structures import encode_mask_results
+    ds = _dataset(coco_root, test_mode=True)
+    results = _segm_results(ds)
+    prefix = str(tmp_path / 'res')
+    metrics = ds.evaluate(results, metric=['bbox', 'segm'], jsonfile_prefix=prefix)
+    names = ('mAP', 'mAP_50', 'mAP_75', 'mAP_s', 'mAP_m', 'mAP_l')
+    assert list(metrics) == [f'bbox_{n}' for n in names] + ['bbox_mAP_copypaste'] + \
+        [f'segm_{n}' for n in names] + ['segm_mAP_copypaste']
+    assert {k: v for k, v in metrics.items() if k.startswith('bbox')} == \
+        ds.evaluate([r[0] for r in results])  # the boxes score as a detector's
+
+    segm = json.load(open(prefix + '.segm.json'))
+    assert len(segm) == sum(len(b) for r in results for b in r[0])
+    assert all(isinstance(d['segmentation']['counts'], str) for d in segm)
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(osp.join(coco_root, 'annotations', 'instances_val2017.json'))
+        for d in segm:  # as mmdet: the area of a predicted mask, not of its box
+            d.pop('bbox')
+        coco_eval = COCOeval(gt, gt.loadRes(segm), 'segm')
+        coco_eval.evaluate()
+        coco_eval.accumulate()
+        coco_eval.summarize()
+    assert {f'segm_{n}': metrics[f'segm_{n}'] for n in names} == \
+        {f'segm_{n}': float(f'{v:.4f}') for n, v in zip(names, coco_eval.stats)}
+    assert metrics['segm_mAP_copypaste'] == ' '.join(f'{v:.4f}' for v in coco_eval.stats[:6])
+    assert 0.2 < metrics['segm_mAP'] < 0.95 and metrics['segm_mAP'] != metrics['bbox_mAP']
+
+    # RLE results (what the test loop keeps) score the same, and are left as they were
+    encoded = [(b, encode_mask_results(s)) for b, s in results]
+    before = copy.deepcopy(encoded)
+    assert ds.evaluate(encoded, metric='segm') == \
+        {k: v for k, v in metrics.items() if k.startswith('segm')}
+    assert encoded[3][1] == before[3][1]
+    # mask scoring's (segms, mask scores) pairs: the mask scores rank the masks
+    scored = [(b, (s, [[0.5] * len(c) for c in s])) for b, s in results]
+    files, tmp_dir = ds.format_results(scored)
+    assert {d['score'] for d in json.load(open(files['segm']))} == {0.5}
+    tmp_dir.cleanup()
+
+
+def test_segm_evaluation_needs_ground_truth_masks(coco_root, tmp_path):
+    def one_missing(d):
+        d['annotations'][_first_object(d)].pop('segmentation')
+
+    path, ann_id, _ = _mask_broken(coco_root, tmp_path, one_missing)
+    ds = CocoDataset(ann_file=path, img_prefix=osp.join(coco_root, 'val2017'), pipeline=[],
+                     classes=SHAPES, test_mode=True)
+    empty = [([np.zeros((0, 5), np.float32)] * 3, [[]] * 3) for _ in range(len(ds))]
+    with pytest.raises(ValueError, match=rf"metric 'segm' needs the ground-truth masks, but "
+                                         rf"annotation ids \[{ann_id}\]"):
+        ds.evaluate(empty, metric='segm')
+    with pytest.raises(ValueError, match='class 0: 1 boxes but 0 masks'):
+        ds.format_results([([np.zeros((1, 5), np.float32)] * 3, [[]] * 3)] * len(ds))

@@ -275,3 +275,145 @@ def test_load_image_bgr_rgb_and_missing_file(tmp_path):
     r = LoadAnnotations()(dict(ann_info=ann, bbox_fields=[]))
     assert r['bbox_fields'] == ['gt_bboxes_ignore', 'gt_bboxes']
     assert r['gt_labels'].tolist() == [0, 2] and r['gt_bboxes_ignore'].shape == (1, 4)
+
+
+# ------------------------------------------------------------------------------------------
+# instance masks
+# ------------------------------------------------------------------------------------------
+def _mask_results(masks, h=40, w=60, boxes=None):
+    boxes = np.array(boxes if boxes is not None else [[0, 0, 1, 1]] * len(masks), np.float32)
+    img = np.zeros((h, w, 3), np.uint8)
+    return dict(img=img, img_shape=img.shape, ori_shape=img.shape, img_fields=['img'],
+                img_info=dict(filename='a.jpg', height=h, width=w), bbox_fields=[],
+                mask_fields=[], ann_info=dict(bboxes=boxes.reshape(-1, 4),
+                                              labels=np.zeros(len(masks), np.int64),
+                                              masks=masks))
+
+
+def _uncompressed_rle(mask):
+    flat = mask.flatten(order='F')
+    counts, run, val = [], 0, 0
+    for v in flat:
+        if v != val:
+            counts.append(run)
+            run, val = 0, v
+        run += 1
+    counts.append(run)
+    return dict(size=list(mask.shape), counts=counts)
+
+
+def test_load_annotations_reads_polygons_and_rles_as_mmdet():
+    import pycocotools.mask as mask_utils
+
+    from ckptzoo.datasets.pipelines import LoadAnnotations
+    from ckptzoo.structures import BitmapMasks, PolygonMasks
+    h, w = 40, 60
+    polys = [[5, 5, 20, 5, 20, 15, 5, 15], [30, 30, 40, 30, 40, 38]]
+    reference = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(polys, h, w)))
+    compressed = mask_utils.encode(np.asfortranarray(reference))
+    masks = [polys, _uncompressed_rle(reference), compressed,
+             polys + [[1, 1, 2, 2]]]  # a 2-point polygon beside valid ones: dropped (mmdet)
+    r = LoadAnnotations(with_mask=True)(_mask_results(masks))
+    assert isinstance(r['gt_masks'], BitmapMasks) and r['mask_fields'] == ['gt_masks']
+    assert r['gt_masks'].masks.shape == (4, h, w) and r['gt_masks'].masks.dtype == np.uint8
+    for m in r['gt_masks'].masks:
+        np.testing.assert_array_equal(m, reference)
+    p = LoadAnnotations(with_mask=True, poly2mask=False)(_mask_results([polys, masks[3]]))
+    assert isinstance(p['gt_masks'], PolygonMasks)
+    assert [len(obj) for obj in p['gt_masks'].masks] == [2, 2]
+    np.testing.assert_array_equal(p['gt_masks'].to_ndarray()[1], reference.astype(bool))
+    assert 'with_mask=True' in repr(LoadAnnotations(with_mask=True))
+
+
+@pytest.mark.parametrize('masks, message', [
+    ([dict(size=[30, 60], counts=[1800])],
+     r"image 'a.jpg', instance 0: the RLE mask has size \[height, width\] = \[30, 60\], the "
+     r"image is \[40, 60\]"),
+    ([[[1, 1, 5, 5]]], r"instance 0: no polygon of 3 or more points \(coordinates per "
+                       r"polygon: \[4\]\)"),
+    ([[[1, 1, 5, 5, 9]]], 'instance 0: polygon 0 has an odd number of coordinates'),
+    ([dict(size=[40, 60], counts=[10, 5])], 'counts sum to 15, not to the 40 x 60'),
+    (None, "image 'a.jpg' has no instance masks"),
+])
+def test_load_annotations_refuses_bad_masks_naming_the_image(masks, message):
+    from ckptzoo.datasets.pipelines import LoadAnnotations
+    results = _mask_results(masks or [])
+    if masks is None:
+        results['ann_info'].pop('masks')
+    with pytest.raises(ValueError, match=message):
+        LoadAnnotations(with_mask=True)(results)
+
+
+def test_load_annotations_refuses_rle_polygons_count_and_size_mismatches():
+    from ckptzoo.datasets.pipelines import LoadAnnotations
+    rle = _uncompressed_rle(np.zeros((40, 60), np.uint8))
+    with pytest.raises(ValueError, match='poly2mask=False keeps polygons only'):
+        LoadAnnotations(with_mask=True, poly2mask=False)(_mask_results([rle]))
+    with pytest.raises(ValueError, match='has 1 masks for 2 gt boxes'):
+        LoadAnnotations(with_mask=True)(_mask_results([rle], boxes=[[0, 0, 1, 1]] * 2))
+    results = _mask_results([rle])
+    results['img'] = np.zeros((41, 60, 3), np.uint8)
+    with pytest.raises(ValueError, match=r'the image file is 41 x 60 .* says 40 x 60'):
+        LoadAnnotations(with_mask=True)(results)
+
+
+def test_an_empty_mask_is_kept_and_warned_about_once(monkeypatch):
+    from ckptzoo.datasets.pipelines import LoadAnnotations, loading
+    monkeypatch.setattr(loading, '_empty_warned', [])
+    outside = [[100, 100, 120, 100, 120, 120]]  # beyond the 40 x 60 image
+    with pytest.warns(UserWarning, match=r"image 'a.jpg': instance mask\(s\) \[0\] are empty"):
+        r = LoadAnnotations(with_mask=True)(_mask_results([outside]))
+    assert len(r['gt_masks']) == 1 and r['gt_masks'].areas.tolist() == [0]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', UserWarning)
+        LoadAnnotations(with_mask=True)(_mask_results([outside]))  # once per process
+
+
+def _box_mask_results(h, w, boxes):
+    """Rectangle masks filling integer boxes (bitmaps) and the same rectangles as polygons."""
+    polys = [[[x1, y1, x2, y1, x2, y2, x1, y2]] for x1, y1, x2, y2 in boxes]
+    return _mask_results(polys, h, w, boxes)
+
+
+@pytest.mark.parametrize('poly2mask', [True, False])
+@pytest.mark.parametrize('keep_ratio', [True, False])
+def test_masks_follow_resize_flip_and_pad(poly2mask, keep_ratio):
+    """Through Resize, RandomFlip and Pad each mask stays on its box: the box of its pixels is
+    the transformed gt box (to a pixel), its shape the padded image's."""
+    from ckptzoo.datasets.pipelines import LoadAnnotations
+    boxes = [[4, 6, 20, 18], [30, 2, 58, 30]]
+    results = LoadAnnotations(with_mask=True, poly2mask=poly2mask)(
+        _box_mask_results(40, 60, boxes))
+    results['gt_bboxes'] = np.array(boxes, np.float32)
+    results['bbox_fields'] = ['gt_bboxes']
+    for t in (Resize(img_scale=(90, 70), keep_ratio=keep_ratio),
+              RandomFlip(flip_ratio=1.0, direction='diagonal'), Pad(size_divisor=32)):
+        results = t(results)
+    masks = results['gt_masks']
+    assert (masks.height, masks.width) == results['pad_shape'][:2] == \
+        ((64, 96) if keep_ratio else (96, 96))  # 60 x 40 -> 90 x 60 | 90 x 70, padded
+    bitmaps = masks.to_ndarray().astype(bool)
+    h, w = results['img_shape'][:2]
+    assert not bitmaps[:, h:].any() and not bitmaps[:, :, w:].any()  # padding is 0
+    for bitmap, box in zip(bitmaps, results['gt_bboxes']):
+        ys, xs = np.nonzero(bitmap)
+        np.testing.assert_allclose([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], box,
+                                   atol=1.01)
+
+
+def test_format_bundle_and_collate_keep_masks_per_image_on_the_cpu():
+    from ckptzoo.datasets.pipelines import DefaultFormatBundle, LoadAnnotations
+    from ckptzoo.runner.utils import move_to_device
+    from ckptzoo.structures import BitmapMasks
+    samples = []
+    for boxes in ([[4, 6, 20, 18]], [[4, 6, 20, 18], [30, 2, 58, 30]]):
+        r = LoadAnnotations(with_mask=True)(_box_mask_results(40, 60, boxes))
+        r['gt_bboxes'] = np.array(boxes, np.float32)
+        r = DefaultFormatBundle()(r)
+        samples.append(Collect(keys=['img', 'gt_bboxes', 'gt_masks'],
+                               meta_keys=('img_shape', ))(r))
+    assert isinstance(samples[0]['gt_masks'], BitmapMasks)
+    batch = move_to_device(collate(samples), 'cpu')
+    assert [len(m) for m in batch['gt_masks']] == [1, 2]
+    assert all(isinstance(m, BitmapMasks) for m in batch['gt_masks'])

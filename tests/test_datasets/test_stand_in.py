@@ -67,3 +67,23 @@ def test_bad_arguments_are_named(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         StandInDataset(**args)
+
+
+@pytest.mark.parametrize('poly2mask', [True, False])
+def test_a_mask_models_samples_carry_one_mask_per_box(poly2mask):
+    from ckptzoo.structures import BitmapMasks, PolygonMasks
+    ds = StandInDataset((48, 80), 3, num_samples=2, boxes_per_image=5,
+                        keys=['img', 'gt_bboxes', 'gt_labels', 'gt_masks'], poly2mask=poly2mask)
+    sample = ds[0]
+    masks, boxes = sample['gt_masks'], sample['gt_bboxes']
+    assert isinstance(masks, BitmapMasks if poly2mask else PolygonMasks)
+    assert len(masks) == 5 and (masks.height, masks.width) == (48, 80)
+    for bitmap, box in zip(masks.to_ndarray().astype(bool), boxes.numpy()):  # the box, filled
+        ys, xs = np.nonzero(bitmap)
+        np.testing.assert_allclose([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], box,
+                                   atol=1)
+    batch = next(iter(build_dataloader(ds, samples_per_gpu=2, workers_per_gpu=0, seed=0)))
+    assert [len(m) for m in batch['gt_masks']] == [5, 5]
+    with pytest.raises(ValueError, match=r"got \['img', 'gt_masks'\]; 'gt_masks' \(one mask "
+                                         r"per box\) goes with gt_bboxes"):
+        StandInDataset((48, 80), 3, keys=['img', 'gt_masks'])

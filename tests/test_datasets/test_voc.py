@@ -290,3 +290,11 @@ def test_concat_evaluate(tmp_path):
     # joint: cat AP 1, dog AP 0; annotations read from each part's own img_prefix
     joint = build_dataset(dict(cfg, separate_eval=False))
     assert joint.evaluate(res, logger='silent')['mAP'] == pytest.approx(0.5)
+
+
+def test_with_mask_on_voc_is_an_error_naming_the_dataset(voc):
+    prefix, ann = voc
+    with pytest.raises(ValueError, match=r"VOCDataset '.*trainval\.txt': VOC XML annotations "
+                                         r"have no instance masks"):
+        _ds(prefix, ann, pipeline=[dict(type='LoadAnnotations', with_mask=True)])
+    _ds(prefix, ann, pipeline=[dict(type='LoadAnnotations')])  # boxes only: fine

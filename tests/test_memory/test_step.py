@@ -176,3 +176,54 @@ def test_gpu_assign_thr_below_the_count_assigns_off_the_device(detector_run, mon
     for thr in (29, 30):
         for key, value in losses[-1].items():
             assert losses[thr][key] == pytest.approx(value, rel=1e-5), (thr, key)
+
+
+@pytest.fixture(scope='module', params=[True, False], ids=['bitmaps', 'polygons'])
+def mask_run(request, tmp_path_factory):
+    """A mask model's loader (synthetic COCO, gt_masks collected, batches of 2) and a stand-in
+    model: probe_batch reads the loader and the model's device only."""
+    from types import SimpleNamespace
+
+    from ckptzoo.datasets import CocoDataset, build_dataloader, generate_coco
+    root = generate_coco(str(tmp_path_factory.mktemp('mask_run') / 'coco'), num_train=6,
+                         num_val=1, img_size=((40, 48), (56, 72)), max_objects=3)
+    pipeline = [dict(type='LoadImageFromFile'),
+                dict(type='LoadAnnotations', with_mask=True, poly2mask=request.param),
+                dict(type='Pad', size_divisor=8), dict(type='DefaultFormatBundle'),
+                dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels', 'gt_masks'],
+                     meta_keys=('img_shape', 'pad_shape'))]
+    ds = CocoDataset(ann_file=osp.join(root, 'annotations', 'instances_train2017.json'),
+                     img_prefix=osp.join(root, 'train2017'), pipeline=pipeline,
+                     classes=('circle', 'square', 'triangle'))
+    loader = build_dataloader(ds, 2, 0, shuffle=False, seed=0)
+    return SimpleNamespace(runner=SimpleNamespace(model=torch.nn.Linear(1, 1)),
+                           data_loaders=[loader])
+
+
+def _bitmaps(masks):
+    return masks.to_ndarray().astype(bool)
+
+
+def test_a_mask_batch_keeps_one_mask_per_box_at_the_probe_shape(mask_run):
+    """Padded and given 6 boxes per image: its own masks first (padded with zeros), then the
+    drawn boxes filled; cropped: the masks of the boxes kept, cut to the crop."""
+    plain = probe_batch(mask_run)
+    batch = probe_batch(mask_run, (96, 128), boxes_per_image=6)
+    assert any(len(m) for m in plain['gt_masks'])
+    for masks, boxes, old in zip(batch['gt_masks'], batch['gt_bboxes'], plain['gt_masks']):
+        assert type(masks) is type(old) and len(masks) == len(boxes) == 6
+        assert (masks.height, masks.width) == (96, 128)
+        bitmaps, own = _bitmaps(masks), _bitmaps(old)
+        h, w = own.shape[1:]
+        np.testing.assert_array_equal(bitmaps[:len(own), :h, :w], own)
+        assert not bitmaps[:len(own), h:].any() and not bitmaps[:len(own), :, w:].any()
+        for bitmap, box in zip(bitmaps[len(own):], boxes[len(own):].numpy()):
+            ys, xs = np.nonzero(bitmap)
+            np.testing.assert_allclose([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], box,
+                                       atol=1)
+    small = probe_batch(mask_run, (24, 32))
+    for masks, boxes, old, old_boxes in zip(small['gt_masks'], small['gt_bboxes'],
+                                            plain['gt_masks'], plain['gt_bboxes']):
+        assert len(masks) == len(boxes) and (masks.height, masks.width) == (24, 32)
+        kept = ((old_boxes[:, 0] < 32) & (old_boxes[:, 1] < 24)).numpy()
+        np.testing.assert_array_equal(_bitmaps(masks), _bitmaps(old)[kept, :24, :32])

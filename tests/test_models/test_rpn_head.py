@@ -279,7 +279,8 @@ def test_every_checkpoint_mode_is_exact(mode, reentrant):
     torch.manual_seed(2)
     base = [torch.randn(2, 4, 4, 4), torch.randn(2, 4, 2, 2)]
     metas = [_meta(32, 32), _meta(32, 32)]
-    gt = [torch.tensor([[0., 0., 16., 16.], [8., 4., 30., 20.]]), torch.tensor([[4., 4., 20., 28.]])]
+    gt = [torch.tensor([[0., 0., 16., 16.], [8., 4., 30., 20.]]),
+          torch.tensor([[4., 4., 20., 28.]])]
     plain = _two_level_head(num_convs=2, train_cfg=dict(TRAIN_CFG, sampler=dict(SAMPLER, num=4)))
     ref = run(plain)
     cp = _two_level_head(num_convs=2, train_cfg=dict(TRAIN_CFG, sampler=dict(SAMPLER, num=4)),

@@ -282,3 +282,33 @@ def test_two_stage_configs_fail_early_and_clearly():
     assert model.backbone.init_cfg == dict(type='Pretrained', checkpoint='/nowhere/r18.pth')
     with pytest.raises(ValueError, match='RPN needs test_cfg'):
         build_detector(dict(_rpn_cfg(), test_cfg=None))
+
+
+def test_rpn_show_result_draws_the_best_proposals(tmp_path):
+    model = _rpn()
+    img = np.zeros((64, 64, 3), np.uint8)
+    proposals = np.array([[4., 4., 30., 30., .9], [34., 34., 60., 60., .8]], np.float32)
+    drawn = model.show_result(img, proposals)
+    assert drawn.shape == img.shape and drawn[4:31, 4:31].any() and drawn[34:61, 34:61].any()
+    top1 = model.show_result(img, proposals, top_k=1)
+    assert top1[4:31, 4:31].any() and not top1[40:56, 59:62].any()
+    assert model.show_result(img, proposals, out_file=str(tmp_path / 'p.jpg')) is None
+    assert (tmp_path / 'p.jpg').exists()
+
+
+def _overfit(model, batch, steps=10):
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(steps):
+        out = model.train_step(copy.deepcopy(batch), opt)
+        opt.zero_grad()
+        out['loss'].backward()
+        opt.step()
+        losses.append(out['log_vars']['loss'])
+    return losses
+
+
+def test_rpn_overfits_one_batch():
+    losses = _overfit(_rpn(), _batch())
+    assert losses[-1] < 0.5 * losses[0], losses

@@ -65,3 +65,46 @@ def test_bad_input():
         get_palette('greenish', 2)
     assert get_palette((1, 2, 3), 2) == [(1, 2, 3)] * 2
     assert len(set(get_palette(None, 20))) == 20
+
+
+def _disc(h, w, cx, cy, r):
+    ys, xs = np.mgrid[:h, :w]
+    return (xs - cx) ** 2 + (ys - cy) ** 2 <= r ** 2
+
+
+def test_masks_are_blended_inside_and_nothing_changes_outside():
+    """mmdet 2.28.2's draw_masks: inside a mask, (1 - 0.8) * pixel + 0.8 * the colour (RGB,
+    truncated to uint8); a white outline at the border; elsewhere the image is the one drawn
+    without masks. A mask under score_thr is not drawn."""
+    img = _image()
+    bboxes = np.array([[20, 20, 100, 100, 0.9], [110, 60, 190, 140, 0.9],
+                       [120, 5, 190, 50, 0.1]], np.float32)
+    labels = np.array([0, 2, 1])
+    masks = np.stack([_disc(160, 200, 60, 60, 30), _disc(160, 200, 150, 100, 25),
+                      _disc(160, 200, 150, 25, 15)])
+    kwargs = dict(class_names=NAMES, score_thr=0.3, bbox_color=None, text_color=None,
+                  show=False)
+    boxes_only = imshow_det_bboxes(img.copy(), bboxes, labels, **kwargs)
+    drawn = imshow_det_bboxes(img.copy(), bboxes, labels, masks, **kwargs)
+    changed = (drawn != boxes_only).any(-1)
+    near = cv2.dilate(masks[:2].any(0).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    assert not (changed & ~near).any()  # outside the drawn masks: as without masks
+    assert not changed[masks[2]].any()  # under score_thr
+    palette = get_palette(None, 3)
+    for mask, label in zip(masks[:2], labels[:2]):
+        inner = cv2.erode(mask.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        assert changed[inner].all()
+        rgb = img[inner][:, ::-1].astype(np.float64)
+        expected = (rgb * (1 - 0.8) + np.array(palette[label]) * 0.8).astype(np.uint8)
+        np.testing.assert_array_equal(drawn[inner][:, ::-1], expected)
+    # one box per mask
+    with pytest.raises(ValueError, match=r'one mask per box \(2\), got 1'):
+        imshow_det_bboxes(img, bboxes[:2], labels[:2], masks[:1], show=False)
+
+
+def test_two_instances_of_a_class_get_distinct_colours():
+    img = np.zeros((40, 80, 3), np.uint8)
+    masks = np.stack([_disc(40, 80, 20, 20, 10), _disc(40, 80, 60, 20, 10)])
+    drawn = imshow_det_bboxes(img, np.array([[5, 5, 35, 35], [45, 5, 75, 35]], np.float32),
+                              np.array([0, 0]), masks, show=False)
+    assert (drawn[20, 20] != drawn[20, 60]).any()

@@ -68,7 +68,7 @@ class BaseDetector(BaseModel):
             meta['batch_input_shape'] = shape
 
     def simple_test(self, img, img_metas, **kwargs):
-        raise NotImplementedError
+        raise NotImplementedError(f'{type(self).__name__} implements no simple_test')
 
     def aug_test(self, imgs, img_metas, **kwargs):
         raise NotImplementedError(f'{type(self).__name__} has no test-time augmentation')

@@ -56,8 +56,10 @@ class TwoStageDetector(BaseDetector):
             if proposal_cfg is not None and hasattr(self.rpn_head, 'check_proposal_cfg'):
                 self.rpn_head.check_proposal_cfg(proposal_cfg, 'train_cfg.rpn_proposal')
         if roi_head is not None:
+            # mmdet hands pretrained to the RoI head too (for a shared head's weights)
             self.roi_head = MODELS.build(dict(roi_head, train_cfg=_sub(train_cfg, 'rcnn'),
-                                              test_cfg=_sub(test_cfg, 'rcnn')))
+                                              test_cfg=_sub(test_cfg, 'rcnn'),
+                                              pretrained=pretrained))
         self.train_cfg = train_cfg
         self.test_cfg = test_cfg
 

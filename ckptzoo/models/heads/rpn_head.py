@@ -10,9 +10,9 @@ The proposals are made from detached outputs, so they keep nothing for backward.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torchvision.ops import nms
 
 from ...registry import MODELS, check_keys
+from ..task_modules.multiclass_nms import nms
 from ..utils import ConvModule
 from .anchor_head import AnchorHead, _get, bbox_mapping_back
 from .level_units import LevelUnitsMixin
@@ -70,7 +70,8 @@ class RPNHead(LevelUnitsMixin, AnchorHead):
         check_keys(cfg, cls.TEST_CFG_KEYS, where, owner=cls.__name__)
         missing = [k for k in cls.REQUIRED_TEST_CFG_KEYS if k not in cfg]
         nms_cfg = cfg.get('nms')
-        if 'nms' in cfg and not (isinstance(nms_cfg, dict) and 'iou_threshold' in nms_cfg):
+        if 'nms' in cfg and not (isinstance(nms_cfg, dict) and ('iou_threshold' in nms_cfg
+                                                                or 'iou_thr' in nms_cfg)):
             raise ValueError(f"{where}.nms must be a dict with an iou_threshold, e.g. "
                              f"dict(type='nms', iou_threshold=0.7), got {nms_cfg!r}")
         if missing:
@@ -185,12 +186,13 @@ class RPNHead(LevelUnitsMixin, AnchorHead):
                     proposals[:, :4], meta['img_shape'], meta['scale_factor'],
                     meta.get('flip', False), meta.get('flip_direction') or 'horizontal')
                 per_image[i].append(proposals)
-        iou_threshold = _get(self.test_cfg, 'nms')['iou_threshold']
+        nms_cfg = _get(self.test_cfg, 'nms')
+        iou_threshold = nms_cfg.get('iou_threshold', nms_cfg.get('iou_thr'))
         max_per_img = _get(self.test_cfg, 'max_per_img')
         merged = []
         for proposals in per_image:
             proposals = torch.cat(proposals)
-            keep = nms(proposals[:, :4].contiguous(), proposals[:, 4].contiguous(),
-                       iou_threshold)
-            merged.append(proposals[keep[:max_per_img] if max_per_img > 0 else keep])
+            dets, _ = nms(proposals[:, :4].contiguous(), proposals[:, 4].contiguous(),
+                          iou_threshold)
+            merged.append(dets[:max_per_img] if max_per_img > 0 else dets)
         return merged

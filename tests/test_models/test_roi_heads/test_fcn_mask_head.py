@@ -24,6 +24,7 @@ def _head(**kw):
 
 def test_default_head_keys_and_shapes_equal_mmdet():
     head = build_model(dict(type='FCNMaskHead'))  # mask_rcnn_r50_fpn's mask_head, 80 classes
+    assert isinstance(head, FCNMaskHead)
     shapes = {k: tuple(v.shape) for k, v in head.state_dict().items()}
     assert list(shapes) == MMDET_KEYS
     assert shapes['convs.0.conv.weight'] == (256, 256, 3, 3)
@@ -31,6 +32,15 @@ def test_default_head_keys_and_shapes_equal_mmdet():
     assert shapes['conv_logits.weight'] == (80, 256, 1, 1)
     assert isinstance(head.upsample, torch.nn.ConvTranspose2d)
     assert head.upsample.stride == (2, 2) and head.roi_feat_size == (14, 14)
+
+
+def test_gn_head_keys_equal_mmdet():
+    """mask_rcnn_r50_fpn_gn-all's head: GN convs without bias, named ``gn``."""
+    head = build_model(dict(type='FCNMaskHead', norm_cfg=dict(type='GN', num_groups=32,
+                                                              requires_grad=True)))
+    keys = list(head.state_dict())
+    assert keys[:3] == ['convs.0.conv.weight', 'convs.0.gn.weight', 'convs.0.gn.bias']
+    assert len(keys) == 4 * 3 + 4
 
 
 def test_init_kaiming_fan_out_and_zero_bias():
