@@ -106,6 +106,8 @@ class BitmapMasks:
         self.masks = stacked
 
     def __getitem__(self, index):
+        if isinstance(index, torch.Tensor):
+            index = index.cpu().numpy()
         return BitmapMasks(self.masks[index].reshape(-1, self.height, self.width),
                            self.height, self.width)
 
@@ -250,7 +252,10 @@ class PolygonMasks:
         self.masks = masks
 
     def __getitem__(self, index):
-        if isinstance(index, (numbers.Integral, np.integer)):
+        if isinstance(index, torch.Tensor):
+            index = index.cpu().numpy()
+        if isinstance(index, (numbers.Integral, np.integer)) or \
+                (isinstance(index, np.ndarray) and index.ndim == 0):
             return PolygonMasks([self.masks[index]], self.height, self.width)
         if isinstance(index, np.ndarray):
             index = (np.nonzero(index)[0] if index.dtype == bool else index).tolist()

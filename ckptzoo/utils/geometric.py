@@ -43,7 +43,8 @@ def imresize(img, size, interpolation='bilinear'):
     """Resize to ``size=(w, h)``; returns the image, w_scale and h_scale (as mmcv)."""
     h, w = img.shape[:2]
     if interpolation not in INTERP_CODES:
-        raise ValueError(f'interpolation must be one of {sorted(INTERP_CODES)}, got {interpolation!r}')
+        raise ValueError(f'interpolation must be one of {sorted(INTERP_CODES)}, '
+                         f'got {interpolation!r}')
     out = cv2.resize(img, tuple(int(s) for s in size), interpolation=INTERP_CODES[interpolation])
     if img.ndim == 3 and out.ndim == 2:  # cv2 drops a channel axis of size 1
         out = out[..., None]

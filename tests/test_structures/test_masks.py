@@ -29,6 +29,7 @@ def test_bitmap_basics_and_indexing():
     assert m.areas.tolist() == [60, 100]
     assert m[1].masks.shape == (1, 20, 30) and np.array_equal(m[1].masks[0], m.masks[1])
     assert len(m[np.array([True, False])]) == 1 and len(m[[1, 0, 1]]) == 3
+    assert len(m[torch.tensor([1, 1])]) == 2
     assert [a.shape for a in m] == [(20, 30)] * 2
     assert m.to_ndarray() is m.masks
     t = m.to_tensor(torch.float32, 'cpu')
@@ -115,6 +116,7 @@ def test_polygon_basics_and_indexing():
     assert len(p[1]) == 1 and len(p[1].masks[0]) == 2
     assert len(p[[1, 1, 0]]) == 3 and len(p[np.array([False, True])]) == 1
     assert len(p[0:1]) == 1
+    assert len(p[torch.tensor([1, 0])]) == 2 and len(p[torch.tensor(1)].masks[0]) == 2
     bm = p.to_ndarray()
     assert bm.shape == (2, 16, 20) and bm[0].sum() == 16
     assert p.to_bitmap().masks.shape == (2, 16, 20)
