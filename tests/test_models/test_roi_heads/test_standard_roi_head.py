@@ -291,3 +291,14 @@ def test_bad_configs_name_the_problem():
         _head().simple_test(x, props, [_meta()] * 2, proposals=props)
     with pytest.raises(NotImplementedError, match='aug_test'):
         _head().aug_test(x, props, [_meta()] * 2)
+
+
+def test_images_without_ground_truth():
+    """No gts: every sampled RoI is background (16 per image), loss_bbox is a zero that
+    still has a graph."""
+    head = _head()
+    x, props, *_ = _inputs()
+    no_gt = [torch.zeros(0, 4)] * 2, [torch.zeros(0, dtype=torch.long)] * 2
+    losses = head.forward_train(x, [_meta()] * 2, props, *no_gt)
+    assert losses['loss_bbox'] == 0 and losses['loss_bbox'].requires_grad
+    assert 0 <= losses['acc'].item() <= 100 and losses['loss_cls'] > 0
