@@ -1,6 +1,7 @@
-"""mmdet 2.28.2's own RetinaNet config files (from the installed wheel, read, never imported)
-build in ckptzoo unchanged: model, datasets (on generated data in their data_root), optimizer,
-runner and every hook the config names."""
+"""mmdet 2.28.2's own RetinaNet, Faster R-CNN and Mask R-CNN config files (from the installed
+wheel, read, never imported) build in ckptzoo unchanged: model, datasets (on generated data in
+their data_root), optimizer, runner and every hook the config names; the two-stage ones train
+through tools/train.py with the three savers from the command line."""
 import glob
 import json
 import importlib.util
@@ -32,6 +33,10 @@ RETINANET = sorted(
     osp.relpath(p, MMDET_CONFIGS)
     for pattern in ('retinanet/*.py', 'swin/retinanet_*.py', 'pascal_voc/retinanet_*.py')
     for p in glob.glob(osp.join(MMDET_CONFIGS or '', pattern))) if MMDET_CONFIGS else []
+# the two-stage detectors' configs the zoo carries (configs/coco/ has them anew)
+TWO_STAGE = ['faster_rcnn/faster_rcnn_r50_fpn_1x_coco.py', 'mask_rcnn/mask_rcnn_r50_fpn_1x_coco.py',
+             'swin/mask_rcnn_swin-t-p4-w7_fpn_1x_coco.py',
+             'faster_rcnn/faster_rcnn_r50_fpn_mstrain_3x_coco.py']
 COCO_NAMES = ('person', 'bicycle', 'car')
 VOC_NAMES = ('aeroplane', 'bicycle', 'bird')
 
@@ -58,8 +63,8 @@ def test_the_23_retinanet_configs_are_found():
     assert LEFT_OUT <= set(RETINANET)
 
 
-@pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT])
-def test_mmdet_retinanet_config_builds(name, data_tree, tmp_path, monkeypatch):
+@pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT] + TWO_STAGE)
+def test_mmdet_config_builds(name, data_tree, tmp_path, monkeypatch):
     monkeypatch.chdir(data_tree)  # the configs' relative data_root: data/coco/, data/VOCdevkit/
     cfg = Config.fromfile(osp.join(MMDET_CONFIGS, name))
 
@@ -68,7 +73,11 @@ def test_mmdet_retinanet_config_builds(name, data_tree, tmp_path, monkeypatch):
     for fn in ('kaiming_uniform_', 'uniform_'):
         monkeypatch.setattr(torch.nn.init, fn, lambda tensor, *args, **kwargs: tensor)
     model = build_model(cfg.model)
-    assert model.bbox_head.num_classes == cfg.model.bbox_head.num_classes
+    if 'roi_head' in cfg.model:
+        assert model.roi_head.bbox_head.num_classes == cfg.model.roi_head.bbox_head.num_classes
+        assert model.with_mask == ('mask_head' in cfg.model.roi_head)
+    else:
+        assert model.bbox_head.num_classes == cfg.model.bbox_head.num_classes
 
     train_set = build_dataset(cfg.data.train)
     assert len(train_set) > 0 and train_set[0]['img'].data.dim() == 3
@@ -99,8 +108,8 @@ def test_mmdet_retinanet_config_builds(name, data_tree, tmp_path, monkeypatch):
         assert any(n.endswith('MomentumUpdaterHook') for n in names), names
 
 
-@pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT])
-def test_mmdet_retinanet_config_passes_the_config_check(name):
+@pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT] + TWO_STAGE)
+def test_mmdet_config_passes_the_config_check(name):
     """Every key of mmdet's own configs is one ckptzoo reads: the check refuses none."""
     cfg = load_config(osp.join(MMDET_CONFIGS, name))
     check_config(cfg)
@@ -111,13 +120,14 @@ def _plain(value):
     return value.to_dict() if hasattr(value, 'to_dict') else value
 
 
-@pytest.mark.parametrize('name', ['retinanet_r50_fpn_1x_coco.py',
-                                  'retinanet_r50_fpn_mstrain_640-800_3x_coco.py'])
+@pytest.mark.parametrize('name', ['retinanet/retinanet_r50_fpn_1x_coco.py',
+                                  'retinanet/retinanet_r50_fpn_mstrain_640-800_3x_coco.py'] +
+                         TWO_STAGE[:3])
 def test_project_coco_configs_mean_what_mmdets_do(name):
     """configs/coco/ is written anew in the same schema; the effective settings agree."""
     ours = Config.fromfile(osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),
-                                    'configs', 'coco', name))
-    theirs = Config.fromfile(osp.join(MMDET_CONFIGS, 'retinanet', name))
+                                    'configs', 'coco', osp.basename(name)))
+    theirs = Config.fromfile(osp.join(MMDET_CONFIGS, name))
     for key in ('model', 'optimizer', 'optimizer_config', 'lr_config', 'runner',
                 'checkpoint_config', 'custom_hooks'):
         assert _plain(ours[key]) == _plain(theirs[key]), key
@@ -162,3 +172,41 @@ def test_mmdet_mstrain_config_plans_and_trains_through_train_py(data_tree, tmp_p
     train = [log for log in logs if log.get('mode') == 'train']
     assert train and all('memory' in log for log in train)  # every step measured and logged
     assert max(log['memory'] for log in train) <= budget / 2 ** 20
+
+
+# only to keep the runs small: no pretrained file, 96x64 images, fewer RoIs and detections per
+# image (float16 convolutions are slow on a CPU); the savers (with_cp, fp16 with mmdet's static
+# loss scale, accumulation) from the command line
+TWO_STAGE_SHRINK = ['model.backbone.init_cfg=None', 'data.workers_per_gpu=0',
+                    'runner.max_epochs=1', 'log_config.interval=1',
+                    'model.train_cfg.rpn_proposal.max_per_img=64',
+                    'model.train_cfg.rcnn.sampler.num=32', 'model.test_cfg.rpn.max_per_img=32',
+                    'model.test_cfg.rcnn.score_thr=0.0', 'model.test_cfg.rcnn.max_per_img=5',
+                    'data.val.pipeline.1.img_scale=(96,64)',
+                    'data.test.pipeline.1.img_scale=(96,64)', 'model.backbone.with_cp=True',
+                    'fp16.loss_scale=512.', 'optimizer_config.cumulative_iters=2']
+
+
+@pytest.mark.parametrize('name', TWO_STAGE)
+def test_mmdet_two_stage_config_trains_with_the_savers(name, data_tree, tmp_path, monkeypatch):
+    """Each config, unchanged but for its scale, trains an epoch through tools/train.py with
+    ``with_cp`` + fp16 + ``cumulative_iters`` given on the command line, and evaluates box
+    (and, for Mask R-CNN, mask) AP."""
+    from tests.tool_loader import load_tool
+
+    monkeypatch.chdir(data_tree)
+    train = ('data.train.dataset.pipeline.2.img_scale=[(96,48),(96,64)]' if 'mstrain' in name
+             else 'data.train.pipeline.2.img_scale=(96,64)')
+    work_dir = tmp_path / 'work'
+    argv = [osp.join(MMDET_CONFIGS, name), '--work-dir', str(work_dir), '--cfg-options', train,
+            *TWO_STAGE_SHRINK]
+    assert load_tool('train.py').main(argv) in (None, 0)
+    log = open(next(str(p) for p in work_dir.glob('*.log'))).read()
+    assert 'GradientCumulativeFp16OptimizerHook' in log and 'loss_scale: 512' in log
+    train_lines = [line for line in log.splitlines() if 'Epoch [1][' in line]
+    for key in ('loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls', 'loss_bbox', 'acc'):
+        assert key in train_lines[-1], train_lines[-1]
+    val_line = next(line for line in log.splitlines() if 'Epoch(val) [1]' in line)
+    assert 'bbox_mAP:' in val_line
+    masks = 'mask_rcnn' in name
+    assert ('loss_mask' in train_lines[-1]) == masks and ('segm_mAP:' in val_line) == masks

@@ -5,7 +5,10 @@
 
 For each model (ResNet-50 classifier, batch 8, 224 px, generated images; RetinaNet R50-FPN
 ``configs/voc/retinanet_r50_fpn_1x_voc0712.py``, batch 2, generated VOC data resized to
-320x320): one probe, then ``--budgets`` budgets evenly spaced between the predicted peak with
+320x320; Mask R-CNN R50-FPN ``configs/coco/mask_rcnn_r50_fpn_1x_coco.py``, batch 2, generated
+COCO data with polygon masks at 512x320, the RoI samplers at their largest counts as the
+planner probes them): the plans a user sets by hand (plain, the backbone's ``with_cp``, every
+unit ``'full'``) predicted and measured, then one probe, then ``--budgets`` budgets evenly spaced between the predicted peak with
 every unit ``'full'`` and the plain peak. At each budget the solver's plan is applied and its
 peak measured: the exact peak of live tensor storage of one step (``LiveTensorTracker``; CUDA:
 ``max_memory_allocated``). The reference is the fastest combination of per-stage ``with_cp``
@@ -31,6 +34,8 @@ MIB = 2 ** 20
 
 def _cfg(model):
     from mmengine.config import Config
+    if model == 'mask_rcnn':
+        return _mask_rcnn_cfg()
     if model == 'resnet50':
         cfg = Config.fromfile(osp.join(ROOT, 'configs/classification/resnet50_imagefolder.py'))
         cfg.data.samples_per_gpu = 8
@@ -60,6 +65,26 @@ def _cfg(model):
                           ann_file=osp.join(devkit, 'VOC2007/ImageSets/Main/trainval.txt'),
                           img_prefix=osp.join(devkit, 'VOC2007') + '/', pipeline=pipeline)
     cfg.model.bbox_head.num_classes = len(SYNTHETIC_CLASSES)
+    cfg.data.samples_per_gpu = 2
+    cfg.data.workers_per_gpu = 0
+    return cfg
+
+
+def _mask_rcnn_cfg():
+    from mmengine.config import Config
+    from ckptzoo.datasets import generate_coco
+    cfg = Config.fromfile(osp.join(ROOT, 'configs/coco/mask_rcnn_r50_fpn_1x_coco.py'))
+    cfg.model.backbone.init_cfg = None
+    root = generate_coco(osp.join(ROOT, 'data/benchmark_coco'), num_train=8, num_val=0,
+                         img_size=((320, 320), (512, 512)), img_shapes=[(320, 512)],
+                         names=('person', 'bicycle', 'car'), cat_ids=(1, 2, 3), seed=0,
+                         max_objects=8)
+    train = cfg.data.train
+    train.ann_file = osp.join(root, 'annotations/instances_train2017.json')
+    train.img_prefix = osp.join(root, 'train2017') + '/'
+    for t in train.pipeline:
+        if t['type'] == 'Resize':
+            t.update(img_scale=(512, 320), keep_ratio=True)
     cfg.data.samples_per_gpu = 2
     cfg.data.workers_per_gpu = 0
     return cfg
@@ -172,6 +197,8 @@ def _bench(name, args, out, cfg, run, session):
                              statistics.median(b for _, b in t)))
         rows.append((budget, sol, peaks[mine], counts,
                      min(fit_pred) if fit_pred else None, max(refs) if refs else None))
+    named = _named_plans(table)
+    named_peaks = measured_peaks(run, batch, {k: _plan(table, v) for k, v in named.items()})
     kept_plain = sum(u.kept[None] for u in table.units)
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
     out += [f'### {name}', '',
@@ -189,6 +216,12 @@ def _bench(name, args, out, cfg, run, session):
             f'{len(pairs)} pairs (planner '
             f'plan, per-stage flags {", ".join(k[7:] for k in candidates)}) timed step by '
             f'step, {args.rounds} rounds', '',
+            '| plan set by hand | predicted (MiB) | measured (MiB) | pred − meas |',
+            '| --- | --- | --- | --- |'] + [
+                f'| {k} | {predict_peak(table, v) / MIB:.1f} | {named_peaks[k] / MIB:.1f} | '
+                f'{(predict_peak(table, v) - named_peaks[k]) / named_peaks[k]:+.2%} |'
+                for k, v in named.items()] + [
+            '',
             '| budget (MiB) | predicted (MiB) | measured (MiB) | fits | pred − meas | '
             'plan (units per mode) | ms / step predicted | ms / step measured (median) | '
             'best per-stage flags fitting, predicted: ms | best per-stage flags fitting, '
@@ -215,10 +248,21 @@ def _bench(name, args, out, cfg, run, session):
     out.append('')
 
 
+def _named_plans(table):
+    """Plain, what ``with_cp=True`` in the backbone gives (its residual stages' units), and
+    every unit ``'full'``."""
+    from ckptzoo.memory import plan_from_modes, uniform_plan
+    backbone = {n: 'full' for n in table.names
+                if n.startswith(('backbone.layer', 'backbone.stages.', 'backbone.features.'))}
+    return {'plain': uniform_plan(table, None),
+            'backbone with_cp=True': plan_from_modes(table, backbone),
+            "every unit 'full'": uniform_plan(table, 'full')}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--models', nargs='+', default=['resnet50', 'retinanet'],
-                        choices=['resnet50', 'retinanet'])
+    parser.add_argument('--models', nargs='+', default=['resnet50', 'retinanet', 'mask_rcnn'],
+                        choices=['resnet50', 'retinanet', 'mask_rcnn'])
     parser.add_argument('--budgets', type=int, default=10)
     parser.add_argument('--rounds', type=int, default=3,
                         help='interleaved timed steps per plan (medians); 0: peaks only')

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 
 from ckptzoo.models.detectors.single_stage import bbox2result as old_path_bbox2result
@@ -31,3 +32,34 @@ def test_bbox2result_per_class_and_old_import_path():
                                                                     np.float32(.7)]
     empty = bbox2result(torch.zeros(0, 5), torch.zeros(0, dtype=torch.long), 2)
     assert [r.shape for r in empty] == [(0, 5), (0, 5)]
+
+
+def test_bbox_flip_mirrors_every_box_of_a_per_class_row():
+    from ckptzoo.models.task_modules import bbox_flip
+    # two classes' boxes in one row, in a 100 (w) x 80 (h) image
+    boxes = torch.tensor([[10., 20., 30., 60., 0., 5., 50., 40.]])
+    assert bbox_flip(boxes, (80, 100)).tolist() == [[70., 20., 90., 60., 50., 5., 100., 40.]]
+    assert bbox_flip(boxes, (80, 100), 'vertical').tolist() == \
+        [[10., 20., 30., 60., 0., 40., 50., 75.]]
+    assert bbox_flip(boxes, (80, 100), 'diagonal').tolist() == \
+        [[70., 20., 90., 60., 50., 40., 100., 75.]]
+    with pytest.raises(ValueError, match="'sideways'"):
+        bbox_flip(boxes, (80, 100), 'sideways')
+    with pytest.raises(ValueError, match='4k coordinates'):
+        bbox_flip(boxes[:, :6], (80, 100))
+
+
+def test_bbox_mapping_per_class_rows_round_trip_and_old_import_path():
+    from ckptzoo.models.heads import anchor_head
+    from ckptzoo.models.task_modules import bbox_flip, bbox_mapping, bbox_mapping_back
+    assert (anchor_head.bbox_flip, anchor_head.bbox_mapping, anchor_head.bbox_mapping_back) \
+        == (bbox_flip, bbox_mapping, bbox_mapping_back)
+    boxes = torch.tensor([[10., 20., 30., 60., 0., 5., 50., 40.]])
+    scale = np.array([2., 0.5, 2., 0.5], dtype=np.float32)
+    # each class's box scaled by (w, h, w, h), then flipped in the 200 x 40 augmented image
+    mapped = bbox_mapping(boxes, (40, 200), scale, True)
+    assert mapped.tolist() == [[140., 10., 180., 30., 100., 2.5, 200., 20.]]
+    torch.testing.assert_close(bbox_mapping_back(mapped, (40, 200), scale, True), boxes)
+    # a float factor scales every coordinate
+    assert bbox_mapping_back(boxes, (80, 100), 2.0, False).tolist() == \
+        [[5., 10., 15., 30., 0., 2.5, 25., 20.]]

@@ -9,6 +9,7 @@ import torch
 from ckptzoo.registry import build_detector
 from ckptzoo.runner.fp16 import wrap_fp16_model
 
+from ._coco_tta import ORI_SHAPE, flip_aug_batch, swapped_views
 from ._cp_utils import one_thread as _one_thread
 from .test_two_stage import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, _backbone, _batch,
                              _load_strictly, _overfit, _resnet50_fpn_keys, _rpn_head)
@@ -208,8 +209,8 @@ def test_simple_test_format_and_given_proposals():
     with pytest.raises(ValueError, match='cannot be given with test-time augmentation'):
         model.forward_test([batch['img'][:1]] * 2, [batch['img_metas'][:1]] * 2,
                            proposals=[proposals[:1]] * 2)
-    with pytest.raises(NotImplementedError, match='aug_test'):
-        model.forward_test([batch['img'][:1]] * 2, [batch['img_metas'][:1]] * 2)
+    with pytest.raises(ValueError, match='one image per augmentation'):
+        model.forward_test([batch['img']] * 2, [batch['img_metas']] * 2)
 
 
 def test_forward_dummy_runs_both_heads():
@@ -250,3 +251,36 @@ def test_an_rpn_model_ignores_batch_proposals_with_a_warning():
 def test_overfits_one_batch():
     losses = _overfit(_model(), _det_batch())
     assert losses[-1] < 0.6 * losses[0], losses
+
+
+def _mirror(dets, width):
+    out = dets.copy()
+    out[:, 0], out[:, 2] = width - dets[:, 2], width - dets[:, 0]
+    return out
+
+
+def _by_score(dets):
+    return dets[np.argsort(-dets[:, 4], kind='stable')]
+
+
+def test_flip_test_time_augmentation_through_the_pipeline(tmp_path):
+    """mmdet's MultiScaleFlipAug(flip=True) on a synthetic COCO image: forward_test with the
+    two views runs aug_test, whose boxes are in the original image; the mirror view counts,
+    and the mirror image (the views swapped) gets the mirrored detections."""
+    model = _model().eval()
+    batch = flip_aug_batch(tmp_path)
+    h, w = ORI_SHAPE
+    with torch.no_grad():
+        results = model(return_loss=False, **batch)
+        mirrored = model(return_loss=False, **swapped_views(batch))
+        one_view = model(img=batch['img'][:1], img_metas=batch['img_metas'][:1],
+                         return_loss=False)
+    assert len(results) == 1 and len(results[0]) == 3
+    assert sum(len(d) for d in results[0]) > 0
+    for dets, other, single in zip(results[0], mirrored[0], one_view[0]):
+        assert dets.dtype == np.float32 and dets.shape[1] == 5
+        assert (dets[:, :4] >= 0).all() and (dets[:, [0, 2]] <= w).all() \
+            and (dets[:, [1, 3]] <= h).all()
+        np.testing.assert_allclose(_by_score(other), _by_score(_mirror(dets, w)), atol=1e-3)
+    assert any(len(a) != len(b) or not np.allclose(a, b)
+               for a, b in zip(results[0], one_view[0]))

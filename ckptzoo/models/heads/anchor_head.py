@@ -10,6 +10,7 @@ import torch.nn as nn
 from ...registry import MODELS, TASK_UTILS, check_keys
 from ...runner.checkpoint import load_checkpoint
 from ...runner.fp16 import force_fp32
+from ..task_modules.bbox_transforms import bbox_flip, bbox_mapping, bbox_mapping_back
 from ..task_modules.multiclass_nms import batched_nms
 from ..utils import apply_init_cfg
 
@@ -34,33 +35,6 @@ def unmap(data, count, inds, fill=0):
     ret = data.new_full((count, ) + tuple(data.shape[1:]), fill)
     ret[inds.type(torch.bool)] = data
     return ret
-
-
-def bbox_flip(bboxes, img_shape, direction='horizontal'):
-    """``bboxes [..., 4]`` mirrored in an image of ``img_shape`` (mmdet's ``bbox_flip``)."""
-    if direction not in ('horizontal', 'vertical', 'diagonal'):
-        raise ValueError(f"flip_direction must be 'horizontal', 'vertical' or 'diagonal', "
-                         f'got {direction!r}')
-    h, w = img_shape[:2]
-    flipped = bboxes.clone()
-    if direction in ('horizontal', 'diagonal'):
-        flipped[..., 0], flipped[..., 2] = w - bboxes[..., 2], w - bboxes[..., 0]
-    if direction in ('vertical', 'diagonal'):
-        flipped[..., 1], flipped[..., 3] = h - bboxes[..., 3], h - bboxes[..., 1]
-    return flipped
-
-
-def bbox_mapping_back(bboxes, img_shape, scale_factor, flip, flip_direction='horizontal'):
-    """Boxes of an augmented (resized, maybe flipped) image in the original image."""
-    if flip:
-        bboxes = bbox_flip(bboxes, img_shape, flip_direction)
-    return bboxes / bboxes.new_tensor(scale_factor)
-
-
-def bbox_mapping(bboxes, img_shape, scale_factor, flip, flip_direction='horizontal'):
-    """Boxes of the original image in an augmented one: :func:`bbox_mapping_back` undone."""
-    bboxes = bboxes * bboxes.new_tensor(scale_factor)
-    return bbox_flip(bboxes, img_shape, flip_direction) if flip else bboxes
 
 
 def images_to_levels(target, num_levels):

@@ -19,7 +19,9 @@ import torch.nn as nn
 
 from ...registry import MODELS, TASK_UTILS, check_keys
 from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit, unit_step
-from ..task_modules.bbox_transforms import bbox2result, bbox2roi
+from ..task_modules.bbox_transforms import bbox2result, bbox2roi, bbox_mapping
+from ..task_modules.merge_augs import aug_flip, merge_aug_bboxes, merge_aug_masks
+from ..task_modules.multiclass_nms import multiclass_nms
 from ..utils import apply_init_cfg
 from ..utils.pretrained import load_pretrained
 
@@ -269,8 +271,85 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
         return list(zip(bbox_results, segm_results))
 
     def aug_test(self, x, proposal_list, img_metas, rescale=False):
-        raise NotImplementedError('StandardRoIHead.aug_test (test-time augmentation) is not '
-                                  'supported')
+        """mmdet 2.x test-time augmentation of one image: ``x`` and ``img_metas`` are lists
+        over augmentations (each level's features; a one-dict meta list), ``proposal_list``
+        the image's merged proposals in the original image (``rpn_head.aug_test_rpn``).
+
+        Returns ``[bbox_results]`` or ``[(bbox_results, segm_results)]``: boxes in the
+        original image with ``rescale``, else in the first augmentation's scale. mmdet pastes
+        the masks into the original image either way, against its own docstring and its
+        boxes; here without ``rescale`` they are pasted in the first augmentation's scale, as
+        the boxes (and as ``simple_test``).
+        """
+        if not self.test_cfg:
+            raise ValueError('StandardRoIHead.aug_test needs test_cfg (score_thr, nms, '
+                             f'max_per_img), got {self.test_cfg!r}')
+        if len(x) != len(img_metas):
+            raise ValueError(f'aug_test needs features and img_metas per augmentation, got '
+                             f'{len(x)} and {len(img_metas)}')
+        if len(proposal_list) != 1:
+            raise ValueError(f'aug_test takes the proposals of one image, got '
+                             f'{len(proposal_list)}')
+        det_bboxes, det_labels = self.aug_test_bboxes(x, img_metas, proposal_list,
+                                                      self.test_cfg)
+        _det_bboxes = det_bboxes
+        if not rescale:
+            _det_bboxes = det_bboxes.clone()
+            _det_bboxes[:, :4] *= det_bboxes.new_tensor(img_metas[0][0]['scale_factor'])
+        bbox_results = bbox2result(_det_bboxes, det_labels, self.bbox_head.num_classes)
+        if not self.with_mask:
+            return [bbox_results]
+        segm_results = self.aug_test_mask(x, img_metas, det_bboxes, det_labels, rescale=rescale)
+        return [(bbox_results, segm_results)]
+
+    def aug_test_bboxes(self, feats, img_metas, proposal_list, rcnn_test_cfg):
+        """``(det_bboxes [k, 5], det_labels [k])`` in the original image: the proposals
+        mapped into each augmentation, scored and refined there, mapped back, averaged
+        (``merge_aug_bboxes``), then class-wise NMS with ``rcnn_test_cfg``."""
+        proposals = proposal_list[0][:, :4]
+        if proposals.shape[0] == 0:
+            return self._empty_dets(proposals.new_zeros(0, 5), rcnn_test_cfg)
+        aug_bboxes, aug_scores = [], []
+        for x, aug_metas in zip(feats, img_metas):
+            flip, direction = aug_flip(aug_metas)
+            meta = aug_metas[0]
+            rois = bbox2roi([bbox_mapping(proposals, meta['img_shape'], meta['scale_factor'],
+                                          flip, direction or 'horizontal')])
+            bbox_results = self._bbox_forward(x, rois)
+            bboxes, scores = self.bbox_head.get_bboxes(
+                rois, bbox_results['cls_score'], bbox_results['bbox_pred'], meta['img_shape'],
+                meta['scale_factor'], rescale=False, cfg=None)
+            aug_bboxes.append(bboxes)
+            aug_scores.append(scores)
+        bboxes, scores = merge_aug_bboxes(aug_bboxes, aug_scores, img_metas, rcnn_test_cfg)
+        return multiclass_nms(bboxes, scores, _get(rcnn_test_cfg, 'score_thr'),
+                              _get(rcnn_test_cfg, 'nms'), _get(rcnn_test_cfg, 'max_per_img', -1))
+
+    def aug_test_mask(self, feats, img_metas, det_bboxes, det_labels, rescale=True):
+        """The masks of the detections ``det_bboxes`` (original image): each augmentation's
+        mask probabilities of the boxes mapped into it, flipped back and averaged
+        (``merge_aug_masks``), pasted into the original image (``rescale``, mmdet's only way)
+        or into the first augmentation's scale."""
+        if det_bboxes.shape[0] == 0:
+            return [[] for _ in range(self.mask_head.num_classes)]
+        aug_masks = []
+        for x, aug_metas in zip(feats, img_metas):
+            flip, direction = aug_flip(aug_metas)
+            meta = aug_metas[0]
+            rois = bbox2roi([bbox_mapping(det_bboxes[:, :4], meta['img_shape'],
+                                          meta['scale_factor'], flip,
+                                          direction or 'horizontal')])
+            # probabilities on the CPU, as mmdet, to spare device memory across views
+            aug_masks.append(self._mask_forward(x, rois)['mask_pred'].sigmoid().cpu().numpy())
+        merged_masks = merge_aug_masks(aug_masks, img_metas, self.test_cfg)
+        ori_shape = img_metas[0][0]['ori_shape']
+        if rescale:
+            bboxes, scale_factor = det_bboxes, det_bboxes.new_ones(4)
+        else:
+            scale_factor = det_bboxes.new_tensor(img_metas[0][0]['scale_factor']).expand(4)
+            bboxes = det_bboxes[:, :4] * scale_factor
+        return self.mask_head.get_seg_masks(merged_masks, bboxes, det_labels, self.test_cfg,
+                                            ori_shape, scale_factor=scale_factor, rescale=False)
 
     def _empty_dets(self, rois, rcnn_test_cfg):
         det_bbox = rois.new_zeros(0, 5)

@@ -1,9 +1,12 @@
-"""Boxes as RoIs and back, and detections as per-class arrays (mmdet 2.x
-``core/bbox/transforms.py``)."""
+"""Boxes as RoIs and back, detections as per-class arrays, and boxes between an original
+image and its test-time augmentations (mmdet 2.x ``core/bbox/transforms.py``)."""
 import numpy as np
 import torch
 
-__all__ = ['bbox2roi', 'roi2bbox', 'bbox2result']
+__all__ = ['bbox2roi', 'roi2bbox', 'bbox2result', 'bbox_flip', 'bbox_mapping',
+           'bbox_mapping_back']
+
+FLIP_DIRECTIONS = ('horizontal', 'vertical', 'diagonal')
 
 
 def bbox2roi(bbox_list):
@@ -35,3 +38,45 @@ def bbox2result(bboxes, labels, num_classes):
         bboxes = bboxes.detach().float().cpu().numpy()
         labels = labels.detach().cpu().numpy()
     return [bboxes[labels == i, :] for i in range(num_classes)]
+
+
+def bbox_flip(bboxes, img_shape, direction='horizontal'):
+    """``bboxes [..., 4k]`` (one box per class too) mirrored in an image of ``img_shape``."""
+    if direction not in FLIP_DIRECTIONS:
+        raise ValueError(f"flip_direction must be 'horizontal', 'vertical' or 'diagonal', "
+                         f'got {direction!r}')
+    if bboxes.shape[-1] % 4:
+        raise ValueError(f'bbox_flip needs boxes of 4k coordinates, got shape '
+                         f'{tuple(bboxes.shape)}')
+    h, w = img_shape[:2]
+    flipped = bboxes.clone()
+    if direction in ('horizontal', 'diagonal'):
+        flipped[..., 0::4] = w - bboxes[..., 2::4]
+        flipped[..., 2::4] = w - bboxes[..., 0::4]
+    if direction in ('vertical', 'diagonal'):
+        flipped[..., 1::4] = h - bboxes[..., 3::4]
+        flipped[..., 3::4] = h - bboxes[..., 1::4]
+    return flipped
+
+
+def _scaled(bboxes, scale_factor, divide):
+    """Each box of ``bboxes [..., 4k]`` times (or divided by) the ``(w, h, w, h)`` factors
+    (or one float)."""
+    boxes = bboxes.reshape(-1, 4)
+    factor = boxes.new_tensor(scale_factor)
+    return (boxes / factor if divide else boxes * factor).reshape(bboxes.shape)
+
+
+def bbox_mapping(bboxes, img_shape, scale_factor, flip, flip_direction='horizontal'):
+    """Boxes ``[..., 4k]`` of the original image in an augmented one (resized by
+    ``scale_factor``, then flipped in ``img_shape`` when ``flip``)."""
+    bboxes = _scaled(bboxes, scale_factor, divide=False)
+    return bbox_flip(bboxes, img_shape, flip_direction) if flip else bboxes
+
+
+def bbox_mapping_back(bboxes, img_shape, scale_factor, flip, flip_direction='horizontal'):
+    """Boxes ``[..., 4k]`` of an augmented image back in the original: :func:`bbox_mapping`
+    undone."""
+    if flip:
+        bboxes = bbox_flip(bboxes, img_shape, flip_direction)
+    return _scaled(bboxes, scale_factor, divide=True)

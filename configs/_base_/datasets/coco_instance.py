@@ -46,4 +46,4 @@ data = dict(
     val=val_data,
     test=val_data)
 # COCOeval's box and mask AP; `save_best='auto'` keeps the checkpoint with the best bbox_mAP
-evaluation = dict(interval=1, metric=['bbox', 'segm'], save_best='auto')
+evaluation = dict(metric=['bbox', 'segm'], save_best='auto')

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ckptzoo.models.task_modules import bbox2roi
+from ckptzoo.models.task_modules import bbox2roi, multiclass_nms
 from ckptzoo.registry import MODELS
 
 from .._cp_utils import one_thread
@@ -289,8 +289,116 @@ def test_bad_configs_name_the_problem():
         head.simple_test(x, props, [_meta()] * 2)
     with pytest.raises(ValueError, match='proposal_list'):
         _head().simple_test(x, props, [_meta()] * 2, proposals=props)
-    with pytest.raises(NotImplementedError, match='aug_test'):
-        _head().aug_test(x, props, [_meta()] * 2)
+    with pytest.raises(ValueError, match='per augmentation, got 4 and 2'):
+        _head().aug_test(x, props, [[_meta()]] * 2)
+    with pytest.raises(ValueError, match='proposals of one image, got 2'):
+        _head().aug_test([x], props, [[_meta()]])
+
+
+FCN_MASK_HEAD = dict(type='FCNMaskHead', num_convs=1, roi_feat_size=14, in_channels=C,
+                     conv_out_channels=4, num_classes=2)
+
+
+def _view(scale, flip=False, ori=(32, 32, 3)):
+    return dict(_meta(scale), ori_shape=ori, flip=flip,
+                flip_direction='horizontal' if flip else None)
+
+
+@pytest.mark.parametrize('rescale', [True, False])
+@pytest.mark.parametrize('mask', [True, False])
+def test_aug_test_of_one_view_is_simple_test(mask, rescale):
+    """One view, twice the original's size: the proposals (original image) mapped into it,
+    and the detections and masks mapped back, are simple_test's on that view."""
+    head = _head(mask=mask, mask_head=FCN_MASK_HEAD).eval()
+    x, props, *_ = _inputs()
+    x = [f[:1] for f in x]
+    meta = _view(2.0)
+    original = props[0].clone()
+    original[:, :4] /= 2
+    with torch.no_grad():
+        aug = head.aug_test([x], [original], [[meta]], rescale=rescale)
+        simple = head.simple_test(x, [props[0]], [meta], rescale=rescale)
+    assert len(aug) == len(simple) == 1
+    (aug_boxes, aug_masks), (boxes, masks) = (aug[0], simple[0]) if mask \
+        else ((aug[0], None), (simple[0], None))
+    assert sum(len(b) for b in boxes) > 0
+    for a, b in zip(aug_boxes, boxes):
+        np.testing.assert_array_equal(a, b)
+    if mask:
+        for a, b in zip(aug_masks, masks):
+            assert len(a) == len(b)
+            for m, n in zip(a, b):
+                assert m.shape == n.shape == ((32, 32) if rescale else (64, 64))
+                np.testing.assert_array_equal(m, n)
+
+
+def test_aug_test_of_a_mirrored_pair_cancels_horizontal_shifts_and_averages_masks():
+    """A view and its mirror on features constant along x: both views see the same RoI
+    features, so each class box's horizontal shift cancels in the mean (centred on its
+    proposal), its width and y stay; the scores are the one view's. The mask of a detection
+    is the mean of the view's probabilities and their mirror image, pasted at the original
+    size with scale factors one."""
+    head = _head(mask=True, mask_head=FCN_MASK_HEAD).eval()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        head.bbox_head.fc_reg.weight.normal_(0, 0.3, generator=g)
+    x = [torch.randn(1, C, 64 // s, 1, generator=g).expand(-1, -1, -1, 64 // s).contiguous()
+         for s in STRIDES]
+    xy = torch.rand(16, 2, generator=g) * 16 + 16
+    props = torch.cat([xy, xy + torch.rand(16, 2, generator=g) * 12 + 8,
+                       torch.rand(16, 1, generator=g)], 1)  # in the 64 x 64 view
+    views = [[_view(2.0)], [_view(2.0, flip=True)]]
+    seen = []
+    real = head.mask_head.get_seg_masks
+
+    def capture(*args, **kwargs):
+        seen.append((args, kwargs))
+        return real(*args, **kwargs)
+    head.mask_head.get_seg_masks = capture
+    with torch.no_grad():
+        rois = bbox2roi([props])
+        out = head._bbox_forward(x, rois)
+        boxes, scores = head.bbox_head.get_bboxes(rois, out['cls_score'], out['bbox_pred'],
+                                                  (64, 64, 3), None, cfg=None)
+        centre = (props[:, :1] + props[:, 2:3]) / 2
+        # the one view's boxes do move sideways, and none is clipped at the image border
+        assert ((boxes[:, 0::4] + boxes[:, 2::4]) / 2 - centre).abs().max() > 1
+        assert boxes.min() > 1 and boxes.max() < 63
+        half_w = (boxes[:, 2::4] - boxes[:, 0::4]) / 2
+        expected = boxes.clone()
+        expected[:, 0::4], expected[:, 2::4] = centre - half_w, centre + half_w
+        want, want_labels = multiclass_nms(expected / 2, scores, TEST_CFG['score_thr'],
+                                           TEST_CFG['nms'], TEST_CFG['max_per_img'])
+        original = props.clone()
+        original[:, :4] /= 2
+        dets, labels = head.aug_test_bboxes([x, x], views, [original], TEST_CFG)
+        (bbox_results, segm_results), = head.aug_test([x, x], [original], views, rescale=True)
+        probs = head._mask_forward(x, bbox2roi([dets[:, :4] * 2]))['mask_pred'].sigmoid()
+    assert len(want) > 1
+    torch.testing.assert_close(dets, want)
+    assert labels.tolist() == want_labels.tolist()
+    for c in range(2):
+        np.testing.assert_allclose(bbox_results[c], dets[labels == c].numpy())
+        assert len(segm_results[c]) == int((labels == c).sum())
+        assert all(m.shape == (32, 32) for m in segm_results[c])
+    (merged, boxes, *_, ori_shape), kwargs = seen[0]
+    probs = probs.numpy()
+    assert np.abs(probs - probs[..., ::-1]).max() > 1e-3  # the mirror changes the masks
+    np.testing.assert_allclose(merged, (probs + probs[..., ::-1]) / 2, atol=1e-6)
+    torch.testing.assert_close(boxes, dets)
+    assert ori_shape == (32, 32, 3) and kwargs['rescale'] is False
+    assert kwargs['scale_factor'].tolist() == [1., 1., 1., 1.]
+
+
+def test_aug_test_without_proposals_detects_nothing():
+    head = _head(mask=True).eval()
+    x, *_ = _inputs()
+    x = [f[:1] for f in x]
+    with torch.no_grad():
+        (bbox_results, segm_results), = head.aug_test([x, x], [torch.zeros(0, 5)],
+                                                      [[_view(1.0)], [_view(1.0, True)]])
+    assert [b.shape for b in bbox_results] == [(0, 5), (0, 5)]
+    assert segm_results == [[], []]
 
 
 def test_images_without_ground_truth():
