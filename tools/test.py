@@ -106,7 +106,7 @@ def main(argv=None):
                                    dist=distributed, shuffle=False)
 
     model_cfg = dict(cfg.model)
-    model_cfg.pop('train_cfg', None)
+    model_cfg['train_cfg'] = None  # as mmdet's test.py: MaskRCNN takes it positionally
     if cfg.get('test_cfg') is not None and 'test_cfg' not in model_cfg:
         model_cfg['test_cfg'] = cfg.test_cfg
     model = build_model(model_cfg)
