@@ -10,18 +10,25 @@ from mmengine.config import Config
 
 from ckptzoo.apis.config import check_config, load_config
 from ckptzoo.registry import build_model
+from ckptzoo.structures import BitmapMasks
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIGS = sorted(p for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)
                  if '_base_' not in p)
 
 
-def _detection_batch(size=64):
+def _detection_batch(size=64, masks=False):
     meta = dict(img_shape=(size, size, 3), pad_shape=(size, size, 3), ori_shape=(size, size, 3),
                 scale_factor=np.ones(4, dtype=np.float32), flip=False, flip_direction=None)
-    return dict(img=torch.randn(2, 3, size, size), img_metas=[meta, dict(meta)],
-                gt_bboxes=[torch.tensor([[8., 8., 40., 36.]]), torch.zeros(0, 4)],
-                gt_labels=[torch.tensor([1]), torch.zeros(0, dtype=torch.long)])
+    batch = dict(img=torch.randn(2, 3, size, size), img_metas=[meta, dict(meta)],
+                 gt_bboxes=[torch.tensor([[8., 8., 40., 36.]]), torch.zeros(0, 4)],
+                 gt_labels=[torch.tensor([1]), torch.zeros(0, dtype=torch.long)])
+    if masks:  # the box, filled
+        mask = np.zeros((1, size, size), dtype=np.uint8)
+        mask[0, 8:36, 8:40] = 1
+        batch['gt_masks'] = [BitmapMasks(mask, size, size),
+                             BitmapMasks(np.zeros((0, size, size), np.uint8), size, size)]
+    return batch
 
 
 def test_every_config_is_covered():
@@ -40,7 +47,7 @@ def test_config_builds_and_trains_one_step(path):
     if cfg.model.type == 'ImageClassifier':
         batch = dict(img=torch.randn(2, 3, 64, 64), gt_label=torch.tensor([0, 1]))
     else:
-        batch = _detection_batch()
+        batch = _detection_batch(masks='mask_head' in cfg.model.get('roi_head', {}))
     outputs = model.train_step(batch, None)
     assert torch.isfinite(outputs['loss'])
     outputs['loss'].backward()

@@ -1,5 +1,6 @@
-"""Frozen BatchNorm: torchvision's FrozenBatchNorm2d transform, nothing saved for backward,
-BatchNorm's keys; on by itself with requires_grad=False + norm_eval=True."""
+"""Frozen BatchNorm: mmcv's numbers (eval-mode ``F.batch_norm``, bit for bit), only the
+per-channel scale saved for backward, BatchNorm's keys; on by itself with requires_grad=False +
+norm_eval=True."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -21,7 +22,7 @@ def _bn(requires_grad=False):
     return bn
 
 
-def test_frozen_bn_is_torchvision_frozen_bn_and_saves_nothing():
+def test_frozen_bn_is_mmcvs_batch_norm_and_saves_nothing():
     bn = _bn().eval()
     assert bn.is_frozen()
     frozen = FrozenBatchNorm2d(8)
@@ -29,10 +30,12 @@ def test_frozen_bn_is_torchvision_frozen_bn_and_saves_nothing():
                             if k != 'num_batches_tracked'})
     x = torch.randn(2, 8, 16, 16, requires_grad=True)
     saved, out = saved_tensor_bytes(bn, x)
-    assert torch.equal(out, frozen(x))  # the same operations, bit for bit
     plain = F.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0,
                          bn.eps)
-    torch.testing.assert_close(out, plain, rtol=0, atol=1e-6)
+    assert torch.equal(out, plain)  # mmcv's BN in eval mode, bit for bit
+    # torchvision's x * scale + shift is the same map, rounded otherwise
+    torch.testing.assert_close(out, frozen(x), rtol=0, atol=1e-6)
+    assert not torch.equal(out, frozen(x))
     assert saved == 8 * 4  # the per-channel scale, not the 8 KiB input
     assert saved_tensor_bytes(torch.nn.BatchNorm2d(8).eval(), x)[0] >= x.numel() * 4
     grad = torch.randn_like(out)

@@ -30,7 +30,8 @@ def test_bench_leaves_the_run_as_it_was_built(monkeypatch):
     monkeypatch.setattr(tool, '_build', recorded)
     out = []
     tool.bench('tiny', argparse.Namespace(budgets=2, rounds=0, per_budget=1), out)
-    assert out[0] == '### tiny' and sum(line.startswith('| ') for line in out) == 2 + 2
+    # the plans set by hand (plain, backbone with_cp, every unit 'full'), then the 2 budgets
+    assert out[0] == '### tiny' and sum(line.startswith('| ') for line in out) == 2 + 3 + 2 + 2
     (run, weights, rng), = built
     for key, value in run.model.state_dict().items():
         assert torch.equal(value, weights[key]), key

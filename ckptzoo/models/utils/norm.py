@@ -6,15 +6,35 @@ keeps state-dict keys equal to theirs (and, for BN, to torchvision's).
 **Frozen BatchNorm keeps nothing.** A BN layer in eval mode (``norm_eval=True``, or frozen by
 ``frozen_stages``) whose affine parameters do not require grad is a fixed per-channel affine
 map. ``F.batch_norm`` would still save its whole input for backward; the BN classes here then
-compute ``x * scale + shift`` exactly as torchvision's ``FrozenBatchNorm2d`` does, which saves
-only the per-channel ``scale``. It needs no config key: mmdet's
+run ``F.batch_norm`` in a function of their own whose backward needs only the per-channel
+``scale`` (``weight / sqrt(running_var + eps)``), the one thing it saves. The output is
+``F.batch_norm``'s to the bit, as mmcv's (torchvision's ``FrozenBatchNorm2d`` computes
+``x * scale + shift``, which rounds differently). It needs no config key: mmdet's
 ``norm_cfg=dict(type='BN', requires_grad=False)`` with ``norm_eval=True`` (detectron2's and
 torchvision's detection default) turns it on. Keys and buffers are BatchNorm's.
 """
+import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 __all__ = ['NORM_LAYERS', 'build_norm_layer', 'FrozenAwareBatchNormMixin', 'BatchNorm1d',
            'BatchNorm2d', 'BatchNorm3d', 'SyncBatchNorm']
+
+
+class _FrozenBatchNorm(torch.autograd.Function):
+    """Eval-mode ``F.batch_norm`` (mmcv's numbers); backward keeps only the scale."""
+
+    @staticmethod
+    def forward(ctx, x, mean, var, weight, bias, eps):
+        ctx.dim = x.dim()
+        ctx.save_for_backward(weight * (var + eps).rsqrt())
+        return F.batch_norm(x, mean, var, weight, bias, False, 0.0, eps)
+
+    @staticmethod
+    def backward(ctx, grad):
+        scale, = ctx.saved_tensors
+        shape = (1, -1) + (1, ) * (ctx.dim - 2)
+        return grad * scale.reshape(shape).to(grad.dtype), None, None, None, None, None
 
 
 class FrozenAwareBatchNormMixin:
@@ -30,11 +50,8 @@ class FrozenAwareBatchNormMixin:
         if not self.is_frozen():
             return super().forward(x)
         self._check_input_dim(x)
-        # torchvision's FrozenBatchNorm2d, to the operation
-        scale = self.weight * (self.running_var + self.eps).rsqrt()
-        shift = self.bias - self.running_mean * scale
-        shape = (1, -1) + (1, ) * (x.dim() - 2)
-        return x * scale.reshape(shape).to(x.dtype) + shift.reshape(shape).to(x.dtype)
+        return _FrozenBatchNorm.apply(x, self.running_mean, self.running_var, self.weight,
+                                      self.bias, self.eps)
 
 
 class BatchNorm1d(FrozenAwareBatchNormMixin, nn.BatchNorm1d):
