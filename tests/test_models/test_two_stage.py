@@ -156,6 +156,28 @@ def test_train_step_losses_and_backward():
         model.train_step(dict(_batch(), gt_labels=[torch.zeros(2).long()] * 2), None)
 
 
+def test_forward_takes_img_metas_second_as_mmdet():
+    """mmdet 2.x's ``forward(img, img_metas, return_loss=True, **kwargs)``: callers (and
+    mmdet's own tests) pass ``img_metas`` positionally."""
+    model = _rpn()
+    batch = _batch()
+    torch.manual_seed(3)
+    losses = model(batch['img'], batch['img_metas'], gt_bboxes=batch['gt_bboxes'])
+    torch.manual_seed(3)
+    expected = model.forward_train(batch['img'], copy.deepcopy(batch['img_metas']),
+                                   batch['gt_bboxes'])
+    assert set(losses) == {'loss_rpn_cls', 'loss_rpn_bbox'}
+    for key in losses:
+        torch.testing.assert_close(sum(losses[key]), sum(expected[key]), rtol=0, atol=0)
+    model.eval()
+    with torch.no_grad():
+        results = model([batch['img']], [batch['img_metas']], return_loss=False, rescale=False)
+        direct = model.simple_test(batch['img'], batch['img_metas'], rescale=False)
+    assert len(results) == 2
+    for got, want in zip(results, direct):
+        np.testing.assert_array_equal(got, want)
+
+
 def _step(model, batch, seed=7):
     model.zero_grad()
     torch.manual_seed(seed)  # the RandomSampler's draws

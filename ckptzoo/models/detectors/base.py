@@ -4,6 +4,7 @@ import warnings
 import numpy as np
 import torch
 
+from ...runner.fp16 import auto_fp16
 from ..base import BaseModel
 
 __all__ = ['BaseDetector']
@@ -28,6 +29,14 @@ class BaseDetector(BaseModel):
         warnings.warn('pretrained is deprecated, use backbone init_cfg=dict('
                       "type='Pretrained', checkpoint=...)", DeprecationWarning)
         return dict(backbone, init_cfg=dict(type='Pretrained', checkpoint=pretrained))
+
+    @auto_fp16(apply_to=('img', ))
+    def forward(self, img, img_metas, return_loss=True, **kwargs):
+        """mmdet 2.x's signature: ``img_metas`` is the second positional argument
+        (``model(img, img_metas, return_loss=False)``), before ``return_loss``."""
+        if return_loss:
+            return self.forward_train(img, img_metas, **kwargs)
+        return self.forward_test(img, img_metas, **kwargs)
 
     @property
     def with_neck(self):

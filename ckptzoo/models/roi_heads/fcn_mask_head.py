@@ -42,9 +42,16 @@ def _build_upsample(cfg, method, scale_factor, in_channels, out_channels):
         if method == 'deconv':
             return nn.ConvTranspose2d(in_channels, out_channels, kernel_size=scale_factor,
                                       stride=scale_factor, **cfg)
-        align_corners = None if method == 'nearest' else False
-        return nn.Upsample(scale_factor=scale_factor, mode=method, align_corners=align_corners,
-                           **cfg)
+        # mmdet sets mode and align_corners itself (None / False) over the config's; the
+        # same values are accepted, others refused rather than silently replaced
+        cfg = dict(cfg)
+        fixed = dict(mode=method, align_corners=None if method == 'nearest' else False)
+        for key, value in fixed.items():
+            given = cfg.pop(key, value)
+            if given != value:
+                raise ValueError(f'FCNMaskHead upsample_cfg {method!r} always uses '
+                                 f'{key}={value!r} (as mmdet), got {key}={given!r}')
+        return nn.Upsample(scale_factor=scale_factor, **fixed, **cfg)
     except TypeError as err:
         raise ValueError(f'FCNMaskHead upsample_cfg {method!r} got an argument it does not '
                          f'take: {sorted(cfg)} ({err})') from None

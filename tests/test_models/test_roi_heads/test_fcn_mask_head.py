@@ -317,3 +317,14 @@ def test_chunks_one_per_mask_on_cpu_and_by_memory_on_gpu():
     assert [len(c) for c in gpu] == [4, 4, 2]
     # one mask over the limit on its own: one at a time (mmdet fails)
     assert len(_paste_chunks(2, 20000, 20000, torch.device('meta'))) == 2
+
+
+def test_interpolating_upsample_takes_mmdets_own_mode_and_align_corners():
+    """mmdet sets mode / align_corners of a 'bilinear' / 'nearest' upsample itself; a config
+    spelling out the same values builds, a different one is refused (never silently replaced)."""
+    head = _head(upsample_cfg=dict(type='bilinear', scale_factor=2, align_corners=False))
+    assert head.upsample.mode == 'bilinear' and head.upsample.align_corners is False
+    head = _head(upsample_cfg=dict(type='nearest', scale_factor=2, align_corners=None))
+    assert head.upsample.mode == 'nearest' and head.upsample.align_corners is None
+    with pytest.raises(ValueError, match='align_corners=False .*got align_corners=True'):
+        _head(upsample_cfg=dict(type='bilinear', scale_factor=2, align_corners=True))
