@@ -13,6 +13,7 @@ from ...runner.fp16 import force_fp32
 from ..task_modules.bbox_transforms import bbox_flip, bbox_mapping, bbox_mapping_back
 from ..task_modules.multiclass_nms import batched_nms
 from ..utils import apply_init_cfg
+from ..utils.cfg_get import cfg_get
 
 __all__ = ['AnchorHead', 'anchor_inside_flags', 'bbox_flip', 'bbox_mapping',
            'bbox_mapping_back', 'images_to_levels', 'unmap']
@@ -45,12 +46,6 @@ def images_to_levels(target, num_levels):
         out.append(target[:, start:start + n])
         start += n
     return out
-
-
-def _get(cfg, key, default=None):
-    if cfg is None:
-        return default
-    return cfg.get(key, default) if isinstance(cfg, dict) else getattr(cfg, key, default)
 
 
 @MODELS.register_module()
@@ -110,8 +105,8 @@ class AnchorHead(nn.Module):
         self.init_cfg = init_cfg
         self.sampling = False
         if train_cfg:
-            self.assigner = TASK_UTILS.build(_get(train_cfg, 'assigner'))
-            self.sampler = self._build_sampler(_get(train_cfg, 'sampler'), loss_cls)
+            self.assigner = TASK_UTILS.build(cfg_get(train_cfg, 'assigner'))
+            self.sampler = self._build_sampler(cfg_get(train_cfg, 'sampler'), loss_cls)
         self.fp16_enabled = False
         self.prior_generator = TASK_UTILS.build(anchor_generator)
         self.num_base_priors = self.prior_generator.num_base_priors[0]
@@ -200,7 +195,7 @@ class AnchorHead(nn.Module):
 
     def _get_targets_single(self, flat_anchors, valid_flags, gt_bboxes, gt_bboxes_ignore,
                             gt_labels, img_meta, label_channels=1, unmap_outputs=True):
-        allowed_border = _get(self.train_cfg, 'allowed_border', -1)
+        allowed_border = cfg_get(self.train_cfg, 'allowed_border', -1)
         inside = anchor_inside_flags(flat_anchors, valid_flags, img_meta['img_shape'][:2],
                                      allowed_border)
         if not inside.any():
@@ -231,7 +226,7 @@ class AnchorHead(nn.Module):
                 labels[pos_inds] = 0  # RPN: one foreground class
             else:
                 labels[pos_inds] = gt_labels[sampling_result.pos_assigned_gt_inds].long()
-            pos_weight = _get(self.train_cfg, 'pos_weight', -1)
+            pos_weight = cfg_get(self.train_cfg, 'pos_weight', -1)
             label_weights[pos_inds] = 1.0 if pos_weight <= 0 else pos_weight
         if len(neg_inds) > 0:
             label_weights[neg_inds] = 1.0
@@ -385,8 +380,8 @@ class AnchorHead(nn.Module):
             raise ValueError(f'{type(self).__name__} needs test_cfg (nms_pre, score_thr, nms, '
                              'max_per_img) to predict boxes')
         img_shape = img_meta['img_shape']
-        nms_pre = _get(cfg, 'nms_pre', -1)
-        score_thr = _get(cfg, 'score_thr', 0)
+        nms_pre = cfg_get(cfg, 'nms_pre', -1)
+        score_thr = cfg_get(cfg, 'score_thr', 0)
         mlvl_bboxes, mlvl_scores, mlvl_labels = [], [], []
         for cls_score, bbox_pred, priors in zip(cls_score_list, bbox_pred_list, mlvl_priors):
             bbox_pred = bbox_pred.permute(1, 2, 0).reshape(-1, 4)
@@ -409,7 +404,7 @@ class AnchorHead(nn.Module):
         labels = torch.cat(mlvl_labels)
         if rescale:
             bboxes = bboxes / bboxes.new_tensor(img_meta['scale_factor'])
-        min_bbox_size = _get(cfg, 'min_bbox_size', 0)
+        min_bbox_size = cfg_get(cfg, 'min_bbox_size', 0)
         if min_bbox_size and min_bbox_size > 0:
             wh = bboxes[:, 2:] - bboxes[:, :2]
             big = (wh > min_bbox_size).all(dim=1)
@@ -423,8 +418,8 @@ class AnchorHead(nn.Module):
     def _nms(self, bboxes, scores, labels, cfg):
         """Class-wise NMS (mmcv ``batched_nms``), best first, ``max_per_img``."""
         dets, keep = batched_nms(bboxes, scores, labels,
-                                 _get(cfg, 'nms', dict(type='nms', iou_threshold=0.5)))
-        max_per_img = _get(cfg, 'max_per_img', -1)
+                                 cfg_get(cfg, 'nms', dict(type='nms', iou_threshold=0.5)))
+        max_per_img = cfg_get(cfg, 'max_per_img', -1)
         if max_per_img is not None and max_per_img > 0:
             dets, keep = dets[:max_per_img], keep[:max_per_img]
         return dets, labels[keep]

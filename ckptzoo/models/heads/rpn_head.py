@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from ...registry import MODELS, check_keys
 from ..task_modules.multiclass_nms import nms
 from ..utils import ConvModule
-from .anchor_head import AnchorHead, _get, bbox_mapping_back
+from ..utils.cfg_get import cfg_get
+from .anchor_head import AnchorHead, bbox_mapping_back
 from .level_units import LevelUnitsMixin
 
 __all__ = ['RPNHead']
@@ -127,7 +128,7 @@ class RPNHead(LevelUnitsMixin, AnchorHead):
                              'max_per_img) to make proposals')
         if cfg is not self.test_cfg:
             self.check_proposal_cfg(cfg, 'the proposal cfg')
-        nms_pre = _get(cfg, 'nms_pre', -1)
+        nms_pre = cfg_get(cfg, 'nms_pre', -1)
         mlvl_scores, mlvl_deltas, mlvl_anchors_kept, level_ids = [], [], [], []
         for level, (cls_score, bbox_pred, anchors) in enumerate(
                 zip(cls_score_list, bbox_pred_list, mlvl_anchors)):
@@ -152,7 +153,7 @@ class RPNHead(LevelUnitsMixin, AnchorHead):
         proposals = self.bbox_coder.decode(torch.cat(mlvl_anchors_kept), torch.cat(mlvl_deltas),
                                            max_shape=img_meta['img_shape'])
         ids = torch.cat(level_ids)
-        min_bbox_size = _get(cfg, 'min_bbox_size', 0)
+        min_bbox_size = cfg_get(cfg, 'min_bbox_size', 0)
         if min_bbox_size >= 0:
             wh = proposals[:, 2:] - proposals[:, :2]
             big = (wh > min_bbox_size).all(dim=1)
@@ -186,9 +187,9 @@ class RPNHead(LevelUnitsMixin, AnchorHead):
                     proposals[:, :4], meta['img_shape'], meta['scale_factor'],
                     meta.get('flip', False), meta.get('flip_direction') or 'horizontal')
                 per_image[i].append(proposals)
-        nms_cfg = _get(self.test_cfg, 'nms')
+        nms_cfg = cfg_get(self.test_cfg, 'nms')
         iou_threshold = nms_cfg.get('iou_threshold', nms_cfg.get('iou_thr'))
-        max_per_img = _get(self.test_cfg, 'max_per_img')
+        max_per_img = cfg_get(self.test_cfg, 'max_per_img')
         merged = []
         for proposals in per_image:
             proposals = torch.cat(proposals)

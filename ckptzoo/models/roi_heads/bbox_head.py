@@ -19,6 +19,7 @@ from ..losses import accuracy
 from ..task_modules.multiclass_nms import multiclass_nms
 from ..utils import apply_init_cfg
 from ..utils.pretrained import load_pretrained
+from ..utils.cfg_get import cfg_get
 
 __all__ = ['BBoxHead', 'build_linear_layer']
 
@@ -31,12 +32,6 @@ def build_linear_layer(cfg, in_features, out_features):
     cfg = dict(cfg)
     cfg.pop('type')
     return nn.Linear(in_features, out_features, **cfg)
-
-
-def _get(cfg, key, default=None):
-    if cfg is None:
-        return default
-    return cfg.get(key, default) if isinstance(cfg, dict) else getattr(cfg, key, default)
 
 
 @MODELS.register_module()
@@ -141,7 +136,7 @@ class BBoxHead(nn.Module):
         bbox_weights = pos_bboxes.new_zeros(num_samples, 4)
         if num_pos > 0:
             labels[:num_pos] = pos_gt_labels
-            pos_weight = _get(cfg, 'pos_weight', -1)
+            pos_weight = cfg_get(cfg, 'pos_weight', -1)
             label_weights[:num_pos] = 1.0 if pos_weight <= 0 else pos_weight
             bbox_targets[:num_pos, :] = pos_gt_bboxes if self.reg_decoded_bbox \
                 else self.bbox_coder.encode(pos_bboxes, pos_gt_bboxes)
@@ -221,5 +216,5 @@ class BBoxHead(nn.Module):
                 bboxes.size(0), -1)
         if cfg is None:
             return bboxes, scores
-        return multiclass_nms(bboxes, scores, _get(cfg, 'score_thr'), _get(cfg, 'nms'),
-                              _get(cfg, 'max_per_img', -1))
+        return multiclass_nms(bboxes, scores, cfg_get(cfg, 'score_thr'), cfg_get(cfg, 'nms'),
+                              cfg_get(cfg, 'max_per_img', -1))

@@ -17,6 +17,7 @@ from torch.nn.modules.utils import _pair
 from ...registry import MODELS
 from ...runner.fp16 import auto_fp16, force_fp32
 from ..utils import ConvModule
+from ..utils.cfg_get import cfg_get
 from .mask_target import mask_target
 
 __all__ = ['FCNMaskHead', 'paste_masks', 'BYTES_PER_FLOAT', 'GPU_MEM_LIMIT']
@@ -218,8 +219,7 @@ class FCNMaskHead(nn.Module):
             w_scale, h_scale = scale_factor[0], scale_factor[1]
             img_h = int(np.round(ori_shape[0] * h_scale.item()).astype(np.int32))
             img_w = int(np.round(ori_shape[1] * w_scale.item()).astype(np.int32))
-        threshold = rcnn_test_cfg.get('mask_thr_binary') if isinstance(rcnn_test_cfg, dict) \
-            else getattr(rcnn_test_cfg, 'mask_thr_binary', None)
+        threshold = cfg_get(rcnn_test_cfg, 'mask_thr_binary')
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
             raise ValueError(f'the rcnn test_cfg needs mask_thr_binary (a number, 0.5 for '
                              f'Mask R-CNN) to make masks, got {rcnn_test_cfg!r}')

@@ -5,23 +5,17 @@ The proposals are clipped to the image (the masks' ``width`` x ``height``) first
 itself is the masks' own ``crop_and_resize`` (RoIAlign for bitmaps, rasterised polygons), so
 bitmap and polygon annotations of one object give the same targets up to rasterisation.
 """
-from collections.abc import Mapping
-
 import numpy as np
 import torch
+
+from ..utils.cfg_get import cfg_get
 
 __all__ = ['mask_target', 'mask_target_single', 'mask_target_size']
 
 
-def _cfg_get(cfg, key, default=None):
-    if isinstance(cfg, Mapping):
-        return cfg.get(key, default)
-    return getattr(cfg, key, default)
-
-
 def mask_target_size(cfg):
     """``cfg.mask_size`` as an (h, w) pair of positive ints."""
-    size = _cfg_get(cfg, 'mask_size')
+    size = cfg_get(cfg, 'mask_size')
     if size is None:
         raise ValueError('the rcnn train_cfg needs mask_size (the side of the mask targets, '
                          f'28 for Mask R-CNN) to train a mask head, got {cfg!r}')
@@ -61,7 +55,7 @@ def mask_target(pos_proposals_list, pos_assigned_gt_inds_list, gt_masks_list, cf
 def mask_target_single(pos_proposals, pos_assigned_gt_inds, gt_masks, cfg):
     """Mask targets of one image's positive proposals: (n, h, w) float."""
     mask_size = mask_target_size(cfg)
-    binarize = not _cfg_get(cfg, 'soft_mask_target', False)
+    binarize = not cfg_get(cfg, 'soft_mask_target', False)
     device = pos_proposals.device
     num_pos = pos_proposals.size(0)
     if num_pos == 0:

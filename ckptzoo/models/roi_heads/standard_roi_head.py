@@ -24,14 +24,9 @@ from ..task_modules.merge_augs import aug_flip, merge_aug_bboxes, merge_aug_mask
 from ..task_modules.multiclass_nms import multiclass_nms
 from ..utils import apply_init_cfg
 from ..utils.pretrained import load_pretrained
+from ..utils.cfg_get import cfg_get
 
 __all__ = ['StandardRoIHead']
-
-
-def _get(cfg, key, default=None):
-    if cfg is None:
-        return default
-    return cfg.get(key, default) if isinstance(cfg, dict) else getattr(cfg, key, default)
 
 
 @MODELS.register_module()
@@ -113,11 +108,11 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
         self.bbox_sampler = None
         if self.train_cfg:
             for key in ('assigner', 'sampler'):
-                if _get(self.train_cfg, key) is None:
+                if cfg_get(self.train_cfg, key) is None:
                     raise ValueError(f'StandardRoIHead train_cfg needs {key!r}, got '
                                      f'{self.train_cfg!r}')
-            self.bbox_assigner = TASK_UTILS.build(_get(self.train_cfg, 'assigner'))
-            self.bbox_sampler = TASK_UTILS.build(_get(self.train_cfg, 'sampler'))
+            self.bbox_assigner = TASK_UTILS.build(cfg_get(self.train_cfg, 'assigner'))
+            self.bbox_sampler = TASK_UTILS.build(cfg_get(self.train_cfg, 'sampler'))
 
     def init_weights(self):
         """Load a ``Pretrained`` init_cfg, then let the children load theirs."""
@@ -322,8 +317,8 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
             aug_bboxes.append(bboxes)
             aug_scores.append(scores)
         bboxes, scores = merge_aug_bboxes(aug_bboxes, aug_scores, img_metas, rcnn_test_cfg)
-        return multiclass_nms(bboxes, scores, _get(rcnn_test_cfg, 'score_thr'),
-                              _get(rcnn_test_cfg, 'nms'), _get(rcnn_test_cfg, 'max_per_img', -1))
+        return multiclass_nms(bboxes, scores, cfg_get(rcnn_test_cfg, 'score_thr'),
+                              cfg_get(rcnn_test_cfg, 'nms'), cfg_get(rcnn_test_cfg, 'max_per_img', -1))
 
     def aug_test_mask(self, feats, img_metas, det_bboxes, det_labels, rescale=True):
         """The masks of the detections ``det_bboxes`` (original image): each augmentation's
