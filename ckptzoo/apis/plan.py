@@ -243,8 +243,9 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
     ground-truth boxes an image of the data has. The cost at a bucket's shape is the line in
     pixels through two probes (:class:`~ckptzoo.memory.shape_model.ShapeCostModel`): one plain
     recorded step at a smaller shape (:func:`_probe_shapes`), then every mode at the largest
-    bucket; a recorded step that made the optimizer state is counted as the later steps hold
-    it (:func:`~ckptzoo.memory.probe.probe`), so no warm-up step is made; times are the
+    bucket. Every probe and the validation step are the run's largest iteration (optimizer
+    state held; with ``cumulative_iters`` > 1 a window's last, its gradients held from the
+    start: :func:`~ckptzoo.memory.probe.probe`), for the options ``run`` has; times are the
     largest's in proportion to the pixels (the first step of a run is slow for one-off
     reasons). Raises
     :class:`~ckptzoo.memory.InfeasibleBudget` naming the largest bucket's shape when no plan
@@ -261,7 +262,7 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
         batch = probe_batch(run, big, boxes)
         small_batch = probe_batch(run, small, boxes) if small is not None else None
         tables = {}
-        if small is not None:  # a run's first step: the probe counts the state it makes
+        if small is not None:  # a run's first step (its times carry one-off costs)
             tables[small] = session.cost_table(small_batch, plain_only=True)
         tables[big or tuple(batch['img'].shape[-2:])] = session.cost_table(batch)
         if small is not None:

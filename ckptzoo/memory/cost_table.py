@@ -87,7 +87,10 @@ class CostTable:
     units run one after the other, the only place a segment may be formed. ``exits``: units of
     a chain whose output leaves it before its end (a stage output), which a segment through
     them keeps as it keeps its last output. ``fixed``: named plan-independent bytes
-    (parameters, gradients, optimizer state, batch ...), for reports.
+    (parameters, gradients, optimizer state, batch ...), for reports. ``window``: the
+    ``cumulative_iters`` of the run probed: every number is of the step of the window's last
+    iteration, which holds the gradients of those before it from its start
+    (:func:`~ckptzoo.memory.step.hold_window_gradients`; 1: every iteration steps).
     """
 
     units: list[UnitCost]
@@ -100,9 +103,13 @@ class CostTable:
     chains: list[tuple[int, int]] | None = None
     fixed: dict[str, int] = field(default_factory=dict)
     exits: list[int] = field(default_factory=list)
+    window: int = 1
 
     def __post_init__(self):
         n = len(self.units)
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
+            raise ValueError(f'window must be a positive int (cumulative_iters), got '
+                             f'{self.window!r}')
         if len(self.fwd_base) != n or len(self.bwd_base) != n:
             raise ValueError(f'fwd_base and bwd_base need one entry per unit ({n}), got '
                              f'{len(self.fwd_base)} and {len(self.bwd_base)}')
@@ -156,14 +163,15 @@ class CostTable:
                     bwd_base=list(self.bwd_base), tail_peak=self.tail_peak,
                     step_peak=self.step_peak, step_time=self.step_time,
                     bwd_order=list(self.bwd_order), chains=[list(c) for c in self.chains],
-                    fixed=dict(self.fixed), exits=list(self.exits))
+                    fixed=dict(self.fixed), exits=list(self.exits), window=self.window)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CostTable:
         """From :meth:`to_dict`'s data."""
         return cls([UnitCost.from_dict(u) for u in d['units']], d['fwd_base'], d['bwd_base'],
                    d.get('tail_peak', 0), d.get('step_peak', 0), d.get('step_time', 0.0),
-                   d.get('bwd_order'), d.get('chains'), d.get('fixed', {}), d.get('exits', []))
+                   d.get('bwd_order'), d.get('chains'), d.get('fixed', {}), d.get('exits', []),
+                   d.get('window', 1))
 
 
 def model_chains(model: nn.Module,

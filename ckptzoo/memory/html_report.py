@@ -18,7 +18,7 @@ from typing import Any
 from .baselines import Sweep, memory_time_sweep
 from .budget import format_bytes
 from .cost_table import MODES
-from .peak import plan_from_modes, unit_kept, uniform_plan
+from .peak import plan_from_modes, unit_kept, uniform_plan, window_iteration
 from .plan_file import PlanResult
 from .svg_charts import (fixed_chart, mode_legend, mode_name, pattern_defs, sweep_chart,
                          timeline_chart, timeline_legend, units_chart)
@@ -97,7 +97,8 @@ def _summary(result: PlanResult) -> str:
                    if budget else 'measured peak'),
              _card(f'<span id="predicted-peak" data-bytes="{predicted}">'
                    f'{format_bytes(predicted)}</span>',
-                   f'predicted peak (measured {error:+.1%})')]
+                   f'predicted peak (measured {error:+.1%}), at '
+                   f'{window_iteration(result.cumulative_iters)}')]
     table = result.table
     if result.predicted_step_time is not None:
         plain = f', plain {table.step_time * 1e3:.0f} ms' if table is not None else ''

@@ -14,6 +14,10 @@ The peak is the largest of
   when the first of its units is differentiated, while its last output is still held; the
   recomputed units keep their plain bytes until their own backward has run;
 * the optimizer step.
+
+The step is that of the run's largest iteration (:func:`window_iteration`): with gradient
+accumulation, a window's last, whose forward already holds the gradients of the iterations
+before it; the table was probed at it (``CostTable.window``).
 """
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ import torch.nn as nn
 from ..utils.model_wrapper import unwrap_model
 from .cost_table import CostTable
 
-__all__ = ['Group', 'Plan', 'check_plan', 'kept_bytes', 'peak_points', 'predict_peak',
+__all__ = ['Group', 'Plan', 'check_plan', 'kept_bytes', 'peak_points', 'peak_point',
+           'window_iteration', 'predict_peak',
            'predict_time', 'uniform_plan', 'plan_from_modes', 'plan_modes', 'plan_segments',
            'segment_outputs', 'unit_kept', 'apply_plan']
 
@@ -171,6 +176,20 @@ def peak_points(table: CostTable, plan: Plan) -> list[tuple[str, int]]:
                        table.bwd_base[i] + outside + held + inside + u.bwd_peak[None]))
     points.append(('optimizer step', table.step_peak))
     return points
+
+
+def peak_point(table: CostTable, plan: Plan) -> tuple[str, int]:
+    """``(label, bytes)`` of the point of the step that sets the peak under ``plan``."""
+    return max(peak_points(table, plan), key=lambda point: point[1])
+
+
+def window_iteration(cumulative_iters: int) -> str:
+    """Which iteration of a run sets its peak, and so was probed, in words."""
+    if cumulative_iters <= 1:
+        return 'every iteration (each makes the optimizer step)'
+    return (f'iteration {cumulative_iters} of each accumulation window of {cumulative_iters} '
+            f'(it holds the gradients of the {cumulative_iters - 1} before it from its start, '
+            'then makes the optimizer step)')
 
 
 def predict_peak(table: CostTable, plan: Plan) -> int:

@@ -18,6 +18,7 @@ import torch
 
 from ..registry import HOOKS
 from ..runner.hooks.hook import Hook
+from ..runner.hooks.optimizer import OptimizerHook
 from ..utils.model_wrapper import unwrap_model
 from .buckets import bucket_for
 from .budget import format_bytes, parse_budget
@@ -78,8 +79,13 @@ class MemoryPlanHook(Hook):
             again.
         interval (int): on a CPU, measure every ``interval``-th training step with
             :class:`~ckptzoo.memory.trackers.LiveTensorTracker` (exact, but it slows the step
-            it measures); 0: never. On CUDA every step is measured, for free
-            (``max_memory_allocated`` after ``reset_peak_memory_stats`` at the step's start).
+            it measures); 0: none beyond the first of each kind. With a ``budget`` the first
+            step of each kind is measured whatever the interval: each bucket at each position
+            of an accumulation window (its first iteration, one inside, the one that steps)
+            with and without the optimizer's state (which the first real optimizer step
+            makes), the steps whose memory differs, so a run learns at once when one of them
+            goes over. On CUDA every step is measured, for free (``max_memory_allocated``
+            after ``reset_peak_memory_stats`` at the step's start).
         replan (callable | None): ``replan(bucket, measured_bytes, shape, boxes)`` -> a bucket
             to use instead (None: no better plan). Without it, or when it returns None, the
             bucket takes the plan of the most frugal bucket (the smallest predicted peak per
@@ -131,6 +137,7 @@ class MemoryPlanHook(Hook):
         self._warned_shape = False
         self._tracker = self._cuda = None
         self._step = None
+        self._kinds = set()  # the kinds of step measured (_kind)
 
     # ---------------------------------------------------------------------------- the plan
     def before_run(self, runner):
@@ -149,10 +156,11 @@ class MemoryPlanHook(Hook):
                 except (KeyError, ValueError, TypeError) as exc:
                     raise type(exc)(f'the plan of the bucket {_shape_str(b.shape)}: {exc}')
         if self.budget is not None and self._cuda is None and self.interval == 0:
-            runner.logger.warning(f'MemoryPlanHook: the budget {format_bytes(self.budget)} is '
-                                  'not checked during training: on a CPU steps are measured '
-                                  'only with interval > 0 (memory_check_interval = N in the '
-                                  'config measures every Nth step with the exact tracker)')
+            runner.logger.info(f'MemoryPlanHook: the budget {format_bytes(self.budget)} is '
+                               'checked on the first step of each batch-shape bucket and '
+                               'accumulation-window position (memory_check_interval = N in '
+                               'the config also measures every Nth step with the exact '
+                               'tracker, which slows the step it measures)')
 
     def _choose(self, runner, shape):
         if shape is None:
@@ -189,10 +197,22 @@ class MemoryPlanHook(Hook):
                           bucket=self.current.shape if self.current is not None else None)
         if self._cuda is not None:
             torch.cuda.reset_peak_memory_stats(self._cuda)
-        elif self.every_n_iters(runner, self.interval):
+        elif self._first_of_kind(runner, shape) or self.every_n_iters(runner, self.interval):
             self._tracker = LiveTensorTracker()
             self._tracker.__enter__()
             self._tracker.track(runner.model, runner.optimizer, batch)
+
+    def _first_of_kind(self, runner, shape):
+        """Whether this step is the first of its kind (with a budget to guard): the steps of
+        one bucket, window position and optimizer state hold the same memory."""
+        if self.budget is None:
+            return False
+        kind = (self.current.shape if self.current is not None else shape,
+                _window_position(runner), bool(getattr(runner.optimizer, 'state', None)))
+        if kind in self._kinds:
+            return False
+        self._kinds.add(kind)
+        return True
 
     def after_train_iter(self, runner):
         if self._cuda is not None:
@@ -265,6 +285,15 @@ class MemoryPlanHook(Hook):
                 new.plan, new.segments = dict(plan), [list(s) for s in segments]
                 return new, how, rung + 1
         return None, None, None
+
+
+def _window_position(runner):
+    """``(first, steps)`` of this iteration in its accumulation window: whether it starts
+    the window (holds no gradients yet) and whether it makes the optimizer step."""
+    for hook in runner.hooks:
+        if isinstance(hook, OptimizerHook):
+            return runner.iter % hook.cumulative_iters == 0, bool(hook.is_step_iter(runner))
+    return True, True
 
 
 def _cuda_device(model):

@@ -27,8 +27,9 @@ from .trackers import LiveTensorTracker
 from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
 from .cost_table import MODES, CostTable, UnitCost, model_chains
-from .step import (Run, measure_step, on_cuda, optimizer_state_bytes,  # noqa: F401
-                   probe_batch, step_tensors, train_step, worst_case_shape)
+from .step import (Run, make_optimizer_state, measure_step, on_cuda,  # noqa: F401
+                   optimizer_hook, optimizer_state_bytes, probe_batch, step_tensors, train_step,
+                   worst_case_shape)
 
 __all__ = ['probe', 'probe_modes', 'ddp_bucket_bytes', 'Run', 'worst_case_shape', 'probe_batch',
            'train_step', 'measure_step']
@@ -238,16 +239,6 @@ def _analyse(recorder, order):
                 step_time=ev[-1][4] - ev[0][4], peak=max(e[3] for e in ev))
 
 
-def _hold_from_start(r, made):
-    """A step that made ``made`` bytes of optimizer state (a run's first: its optimizer step
-    creates the momentum buffers) analysed as every later step runs, holding them from its
-    start through forward, loss and backward (its optimizer step's peak holds them already)."""
-    if made > 0:
-        r['fwd_base'] = [b + made for b in r['fwd_base']]
-        r['bwd_base'] = [b + made for b in r['bwd_base']]
-        r['tail'] += made
-
-
 def _set_modes(model, mode, names):
     """Set every unit that accepts ``mode``; the names that do."""
     accepted = []
@@ -299,34 +290,35 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
 
     The plain step is recorded first; on CPU, where the tracker attributes every storage to
     the unit that made it, ``'full'`` is derived from it (:func:`_derive_full`) instead of run.
-    The plan-independent memory (bases, optimizer step) is taken from the last recorded step,
-    which runs with the optimizer state that the first one made; a step that made the state
-    (a run's first) is counted as the later steps, which hold it from their start, so no
-    warm-up step is needed. ``derive_full=False`` records ``'full'`` too (to check the
-    derivation). Units are measured one by one (segments are lifted for the probe); the plan and
-    segments in force are restored afterwards. ``chains`` (where segments may be formed)
-    default to the model's own (``checkpoint_chains()``). ``timeline`` (a
-    :class:`~ckptzoo.memory.timeline.Timeline`; by default a new one when
-    :func:`~ckptzoo.memory.timeline.record_timelines` is active) records the plain step."""
+    Every recorded step is the run's largest iteration: the optimizer's state exists from its
+    start (made first when there is none, :func:`~ckptzoo.memory.step.make_optimizer_state`,
+    so a step the loss scaler skips cannot hide it), and with gradient accumulation it is a
+    window's last iteration, the gradients held from its start
+    (:func:`~ckptzoo.memory.step.train_step`; the table's ``window``). ``derive_full=False``
+    records ``'full'`` too (to check the derivation). Units are measured one by one (segments
+    are lifted for the probe); the plan and segments in force are restored afterwards.
+    ``chains`` (where segments may be formed) default to the model's own
+    (``checkpoint_chains()``). ``timeline`` (a :class:`~ckptzoo.memory.timeline.Timeline`; by
+    default a new one when :func:`~ckptzoo.memory.timeline.record_timelines` is active)
+    records the plain step."""
     model = unwrap_model(run.runner.model)
     units = model.checkpoint_units()
     order = list(units)
     names = {id(u): n for n, u in units.items()}
     derive = derive_full and 'full' in modes and not on_cuda(run)
     recorded = [None] + [m for m in modes if m is not None and not (derive and m == 'full')]
+    make_optimizer_state(run)
     saved = model.checkpoint_plan()
     saved_segments = model.checkpoint_segments()  # units are measured one by one
     model.set_checkpoint_segments([])
     records, steady = {}, None
     try:
-        state_before = {}  # mode -> bytes of optimizer state when its step started
         for mode in recorded:
             model.set_checkpoint_plan({'*': None})
             accepted = set(_set_modes(model, mode, order)) if mode is not None else set(order)
             if mode is None and timeline is None:
                 from .timeline import collecting
                 timeline = collecting('plain')
-            state_before[mode] = optimizer_state_bytes(run.runner.optimizer)
             rec = _record_step(run, batch, names, timeline if mode is None else None)
             missing = [n for n in order if ('fstart', n) not in
                        {(k, u) for k, u, *_ in rec.events}]
@@ -338,9 +330,6 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
     finally:
         model.set_checkpoint_plan(dict(saved))
         model.set_checkpoint_segments(saved_segments)
-    state = optimizer_state_bytes(run.runner.optimizer)
-    for mode, (_, r, _) in records.items():
-        _hold_from_start(r, state - state_before[mode])
     plain_rec, plain = records[None][:2]
     selective = _selective_seconds(records, order) if 'selective' in records else {}
     unit_costs = []
@@ -374,7 +363,7 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
         tail_peak=max(r['tail'] for r in rs),
         step_peak=max(r['step_peak'] for r in rs),
         step_time=plain['step_time'], bwd_order=steady['bwd_order'], chains=chains or [],
-        fixed=_fixed_bytes(run, batch))
+        fixed=_fixed_bytes(run, batch), window=optimizer_hook(run.runner).cumulative_iters)
     if chains is None:
         table.chains, table.exits = model_chains(model, order)
     return table

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .buckets import Bucket
 from .budget import format_bytes
 from .cost_table import MODES, CostTable
-from .peak import plan_from_modes, predict_time, unit_kept
+from .peak import peak_point, plan_from_modes, predict_time, unit_kept, window_iteration
 from .plan_file import PlanResult
 
 __all__ = ['plan_table', 'bucket_table', 'cost_report']
@@ -33,10 +33,11 @@ def plan_table(result: PlanResult) -> str:
                          f'{(predict_time(table, (g, )) - table.step_time) * 1e3:>13.1f}'))
         step = f'{predict_time(table, plan) * 1e3:.0f} ms'
         fixed = _fixed_text(table)
+        where = peak_point(table, plan)[0]
     else:
         rows = [(name, str(mode), '') for name, mode in result.plan.items()]
         rows += [(f'{a}..{b}', 'segment', '') for a, b in result.segments or []]
-        step, fixed = 'n/a', ''
+        step, fixed, where = 'n/a', '', None
     width = max([24] + [len(r[0]) for r in rows])
     lines = [f'{"unit":<{width}} {"mode":<10} {"kept MiB":>9} {"recompute ms":>13}']
     lines += [f'{name:<{width}} {mode:<10} {cells}'.rstrip() for name, mode, cells in rows]
@@ -47,6 +48,8 @@ def plan_table(result: PlanResult) -> str:
                  f'samples_per_gpu={result.samples_per_gpu}')
     if fixed:
         lines.append(f'fixed: {fixed}')
+    lines.append('the peak: ' + (f'{where}, in ' if where else '') +
+                 window_iteration(result.cumulative_iters))
     if result.buckets is not None and len(result.buckets) > 1:
         lines += bucket_table(result.buckets).splitlines()
     if result.shapes_note:

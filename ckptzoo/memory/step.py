@@ -23,8 +23,9 @@ from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
 from .trackers import LiveTensorTracker
 
-__all__ = ['Run', 'train_pipeline', 'worst_case_shape', 'probe_batch', 'optimizer_hook', 'train_step',
-           'on_cuda', 'step_tensors', 'measure_step', 'optimizer_state_bytes']
+__all__ = ['Run', 'train_pipeline', 'worst_case_shape', 'probe_batch', 'optimizer_hook',
+           'train_step', 'hold_window_gradients', 'make_optimizer_state', 'on_cuda',
+           'step_tensors', 'measure_step', 'optimizer_state_bytes']
 
 
 class Run(Protocol):
@@ -206,13 +207,38 @@ def optimizer_hook(runner: Any) -> OptimizerHook:
     raise RuntimeError('the training run has no optimizer hook')
 
 
+def hold_window_gradients(run: Run) -> int:
+    """Give every trainable parameter without a gradient a zero one when the run accumulates
+    (``cumulative_iters`` > 1), and return their bytes (0 otherwise).
+
+    Every iteration of an accumulation window after its first starts with the gradients of
+    those before it and adds its own into them (in place); the last also makes the optimizer
+    step. That iteration is the window's largest (the first holds no gradients in its forward
+    and steals its new gradients instead of adding them), so it is the one to probe and
+    validate. A parameter that training leaves without a gradient (unused) is held too: an
+    over-estimate only."""
+    if optimizer_hook(run.runner).cumulative_iters <= 1:
+        return 0
+    held = 0
+    for p in unwrap_model(run.runner.model).parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
+        if p.requires_grad:
+            held += p.grad.untyped_storage().nbytes()
+    return held
+
+
 def train_step(run: Run, batch: dict[str, Any],
                on_forward_end: Callable[[], None] | None = None) -> None:
-    """The step ``runner.run`` makes: ``model.train_step`` and the optimizer hook's backward,
-    clipping and step; it always steps and divides the loss by ``cumulative_iters``, whatever
-    the runner's position (the planner steps outside the training loop)."""
+    """The step ``runner.run`` makes at its largest iteration: ``model.train_step`` and the
+    optimizer hook's backward, clipping and step; it always steps and divides the loss by
+    ``cumulative_iters``, whatever the runner's position (the planner steps outside the
+    training loop). With ``cumulative_iters`` > 1 it is a window's last iteration: the
+    gradients are held from its start (:func:`hold_window_gradients`, allocated first thing,
+    so a measurement around the step counts them)."""
     runner = run.runner
     hook = optimizer_hook(runner)
+    hold_window_gradients(run)
     runner.outputs = runner.model.train_step(batch, runner.optimizer)
     if on_forward_end is not None:
         on_forward_end()
@@ -239,6 +265,29 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
         s = t.untyped_storage()
         seen[s.data_ptr()] = s.nbytes()
     return sum(seen.values())
+
+
+def make_optimizer_state(run: Run) -> int:
+    """Make the optimizer's state (momentum buffers, Adam's moments) when it has none, with a
+    plain optimizer step on zero gradients, and return its bytes.
+
+    Every step of a run after its first optimizer step holds that state from its start. A
+    probe that counted on its own step to make it would miss it whenever the loss scaler skips
+    that step (inf gradients are common in a float16 run's first steps), and plan a budget
+    that the run breaks from its first real step on. The weights it moves (weight decay) are
+    restored by the caller, as after any probe step (:class:`ckptzoo.apis.plan.ProbeSession`).
+    """
+    optimizer = run.runner.optimizer
+    if not optimizer.state:
+        params = [p for group in optimizer.param_groups for p in group['params']
+                  if p.requires_grad]
+        grads = [p.grad for p in params]  # a window's gradients stay as they were
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        optimizer.step()
+        for p, grad in zip(params, grads):
+            p.grad = grad
+    return optimizer_state_bytes(optimizer)
 
 
 def measure_step(run: Run, batch: dict[str, Any], timeline: Any = None) -> tuple[int, float]:

@@ -111,21 +111,29 @@ def test_outer_options_divide_the_batch_under_accumulation():
 
 def test_infeasible_budget_names_the_minimum_and_its_options(tmp_path):
     """samples_per_gpu=2: the outer search tries samples_per_gpu=1 with 2-iteration
-    accumulation; below its smallest peak nothing fits, and the error says what reaches it."""
+    accumulation, whose window holds the gradients (for this tiny model they outweigh the
+    activations a halved batch saves); below the smaller of the two smallest peaks nothing
+    fits, and the error names it and the options that reach it."""
     from ckptzoo.memory import minimum_peak
     from ckptzoo.memory.probe import probe_modes
-    cfg, run = _tiny64(tmp_path / 'one', 1, optimizer_config=dict(grad_clip=None,
-                                                                  cumulative_iters=2))
-    table = probe(run, probe_batch(run, worst_case_shape(cfg)), modes=probe_modes(run))
-    smallest = minimum_peak(table, segments=False).peak
-    cfg, run = _tiny64(tmp_path / 'two', 2)
+
+    def smallest(name, samples_per_gpu, **overrides):
+        cfg, run = _tiny64(tmp_path / name, samples_per_gpu, **overrides)
+        table = probe(run, probe_batch(run, worst_case_shape(cfg)), modes=probe_modes(run))
+        assert table.window == overrides.get('optimizer_config', {}).get('cumulative_iters', 1)
+        return minimum_peak(table, segments=True).peak  # as plan_memory plans
+    halved = smallest('one', 1, optimizer_config=dict(grad_clip=None, cumulative_iters=2))
+    configured = smallest('two', 2)
+    cfg, run = _tiny64(tmp_path / 'plan', 2)
     with pytest.raises(InfeasibleBudget) as info:
-        plan_memory(run, cfg, smallest - 1)
-    assert info.value.minimum.peak == smallest
-    assert info.value.options == dict(fp16=False, cumulative_iters=2, samples_per_gpu=1)
+        plan_memory(run, cfg, min(halved, configured) - 1)
+    assert info.value.minimum.peak == min(halved, configured)
+    options = dict(fp16=False, cumulative_iters=2, samples_per_gpu=1) if halved < configured \
+        else dict(fp16=False, cumulative_iters=1, samples_per_gpu=2)
+    assert info.value.options == options
     message = str(info.value)
-    assert f'smallest predicted peak is {smallest} B' in message
-    assert 'with fp16=False, cumulative_iters=2, samples_per_gpu=1' in message
+    assert f'smallest predicted peak is {min(halved, configured)} B' in message
+    assert 'with ' + ', '.join(f'{k}={v}' for k, v in options.items()) in message
     assert 'fp16 is not available on a CPU' in message
 
 

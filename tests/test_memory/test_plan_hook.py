@@ -318,3 +318,20 @@ def test_bad_arguments_fail_before_training(setup):
     bad = [Bucket((32, 32), {'backbone.layer9': 'full'}, [], 1, 1.0)]
     with pytest.raises(KeyError, match=r'the plan of the bucket 32x32: .*backbone.layer9'):
         _train(setup, MemoryPlanHook(bad), name='bad_plan')
+
+
+def test_without_an_interval_the_first_step_of_each_kind_is_measured(setup):
+    """With a budget and ``interval=0`` (the CPU default) the hook still measures the first
+    step of each kind whose memory differs: per bucket, each position of the accumulation
+    window (its first iteration, the one that steps) before and after the optimizer's state
+    exists; a repeat of a kind is not measured again. Without a budget nothing is measured."""
+    cfg, state, dataset, batches = setup
+    same = (cfg, state, dataset, [batches[0]] * 6)  # one shape: one bucket
+    hook = MemoryPlanHook(copy.deepcopy(BUCKETS), budget=1 << 40, interval=0)
+    _train(same, hook, name='first_of_kind', optimizer_config=dict(cumulative_iters=2))
+    assert [r['iter'] for r in hook.records] == [0, 1, 2, 3]
+    assert hook.records[3]['peak_bytes'] > hook.records[2]['peak_bytes']  # gradients held
+    unguarded = MemoryPlanHook(copy.deepcopy(BUCKETS), interval=0)
+    _train(same, unguarded, name='first_of_kind_no_budget',
+           optimizer_config=dict(cumulative_iters=2))
+    assert not unguarded.records
