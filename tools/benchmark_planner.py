@@ -1,7 +1,7 @@
 """The memory planner against budgets, measured: one table per model.
 
     python tools/benchmark_planner.py [--models resnet50 retinanet] [--budgets 10]
-                                      [--rounds 3] [--per-budget 2]
+                                      [--rounds 3] [--per-budget 2] [--cumulative-iters 1 2 4]
 
 For each model (ResNet-50 classifier, batch 8, 224 px, generated images; RetinaNet R50-FPN
 ``configs/voc/retinanet_r50_fpn_1x_voc0712.py``, batch 2, generated VOC data resized to
@@ -16,7 +16,10 @@ flags that fits: all 16 are searched on the probe's predictions, the ``--per-bud
 fastest-predicted that fit each budget are measured (peak, and time). The times of the
 planner's plans and of these candidates are taken step by step in turn (ABCABC...) in this
 one process, ``--rounds`` times, and compared as medians (``ckptzoo.memory.timing``). The
-training run is built by ``ckptzoo.apis.build_training``.
+training run is built by ``ckptzoo.apis.build_training``. ``--cumulative-iters``: one table
+per model and value of gradient accumulation (the batch as above): every probed and measured
+step is then a window's last iteration, the gradients of the ones before it held from its
+start, as the run's largest step.
 """
 import argparse
 import logging
@@ -112,13 +115,18 @@ def _key(plan):
     return tuple(sorted(modes.items(), key=str)), tuple(map(tuple, segments))
 
 
-def bench(name, args, out):
+def bench(name, args, out, cumulative_iters=1):
     """The table of model ``name``, appended to ``out``: the run is assembled as
     ``tools/train.py`` does and measured in the planner's own probe session
     (``ckptzoo.apis.plan.ProbeSession``: its probe, its modes, the run's state restored)."""
     from ckptzoo.apis.plan import ProbeSession
     cfg = _cfg(name)
+    if cumulative_iters > 1:
+        cfg.optimizer_config = dict(cfg.get('optimizer_config') or {},
+                                    cumulative_iters=cumulative_iters)
     run = _build(cfg)
+    if len(args.cumulative_iters) > 1 or cumulative_iters > 1:
+        name = f'{name}, cumulative_iters={cumulative_iters}'
     with ProbeSession(run) as session:
         _bench(name, args, out, cfg, run, session)
 
@@ -268,12 +276,17 @@ def main(argv=None):
                         help='interleaved timed steps per plan (medians); 0: peaks only')
     parser.add_argument('--per-budget', type=int, default=2,
                         help='per-stage combinations timed per budget: the fastest predicted')
+    parser.add_argument('--cumulative-iters', nargs='+', type=int, default=[1],
+                        help='gradient accumulation: one table per value')
     args = parser.parse_args(argv)
     if args.budgets < 2:
         parser.error(f'--budgets must be >= 2, got {args.budgets}')
+    if any(k < 1 for k in args.cumulative_iters):
+        parser.error(f'--cumulative-iters must be positive ints, got {args.cumulative_iters}')
     out = [f'command: `python tools/benchmark_planner.py {" ".join(argv or sys.argv[1:])}`', '']
     for name in args.models:
-        bench(name, args, out)
+        for k in args.cumulative_iters:
+            bench(name, args, out, k)
     print('\n'.join(out))
     return 0
 
