@@ -103,3 +103,28 @@ def test_a_skipped_probe_step_still_counts_the_optimizer_state(tmp_path):
     assert table.fixed['optimizer_state'] == sum(p.numel() * p.element_size() for p in params)
     assert all(run.runner.optimizer.state[p]['momentum_buffer'].shape == p.shape
                for p in params)
+
+
+def test_the_smallest_budget_an_infeasible_plan_names_is_trainable(tmp_path):
+    """``configs/smoke/classifier_synthetic.py`` (float16, 2-iteration accumulation): the
+    smallest budget that ``InfeasibleBudget`` names is one the run then trains within, every
+    step measured (the outer search takes a halved batch under 4-iteration accumulation)."""
+    import os.path as osp
+    from ckptzoo.apis.config import load_config
+    from ckptzoo.memory import InfeasibleBudget
+    path = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
+                    'configs', 'smoke', 'classifier_synthetic.py')
+
+    def config(name, **options):
+        cfg = load_config(path, dict(work_dir=str(tmp_path / name), **options))
+        cfg.runner.max_epochs = 1
+        return cfg
+    set_random_seed(0)
+    cfg = config('probe')
+    with pytest.raises(InfeasibleBudget) as info:
+        plan_memory(build_training(cfg, logger=logging.getLogger('test_plan_window')), cfg,
+                    10 ** 6)
+    smallest = info.value.minimum.peak
+    hook = _train(config('run', memory_budget=smallest, memory_check_interval=1))
+    assert len(hook.records) == 32 and not hook.over_budget
+    assert max(r['peak_bytes'] for r in hook.records) <= smallest
