@@ -33,12 +33,14 @@ from mmengine.config import Config, DictAction  # noqa: E402
 
 from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # noqa: E402
                           prepare_synthetic_data, set_random_seed)
+from ckptzoo.apis.plan import plan_made_for  # noqa: E402
 from ckptzoo.apis.plan_data import DEFAULT_BOXES, planning_datasets  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget, format_bytes, write_plan_file  # noqa: E402
 from ckptzoo.memory.baselines import memory_time_sweep  # noqa: E402
 from ckptzoo.memory.html_report import write_memory_report  # noqa: E402
 from ckptzoo.memory.report import cost_report, plan_table  # noqa: E402
 from ckptzoo.memory.timeline import record_timelines  # noqa: E402
+from ckptzoo.runner.work_dir import unwritable  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -60,7 +62,7 @@ def parse_args(argv=None):
                                                               if args.sweep else []) + \
         ([('--report', args.report)] if args.report else [])
     for flag, path in outputs:  # checked now, not after the probe steps
-        problem = _unwritable(path)
+        problem = unwritable(path)
         if problem:
             parser.error(f'{flag}: cannot write {path}: {problem}')
     return args
@@ -79,18 +81,6 @@ def _box_count(text):
 
 def _sweep_path(args):
     return (osp.splitext(args.out)[0] if args.out else 'plan_sweep') + '.png'
-
-
-def _unwritable(path):
-    """Why the file ``path`` cannot be written (None when it can)."""
-    folder = osp.dirname(osp.abspath(path))
-    if osp.isdir(path):
-        return 'it is a directory'
-    if not osp.isdir(folder):
-        return f'the folder {folder} does not exist'
-    if not os.access(folder, os.W_OK) or (osp.exists(path) and not os.access(path, os.W_OK)):
-        return 'permission denied'
-    return None
 
 
 def _sweep(sweep, path):
@@ -152,6 +142,7 @@ def main(argv=None):
             result = plan_memory(run, cfg, budget, logger=logger)
     except InfeasibleBudget as exc:
         sys.exit(f'error: {exc}')
+    result.made_for = plan_made_for(run, cfg, result.samples_per_gpu)  # a resume compares it
     print(cost_report(result.table))
     print()
     print(plan_table(result))

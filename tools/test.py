@@ -15,6 +15,7 @@ from mmengine.config import DictAction  # noqa: E402
 
 from ckptzoo.apis import multi_gpu_test, prepare_synthetic_data, single_gpu_test  # noqa: E402
 from ckptzoo.apis.config import load_config  # noqa: E402
+from ckptzoo.apis.eval_metrics import check_test_metrics  # noqa: E402
 from ckptzoo.datasets import build_dataloader, build_dataset  # noqa: E402
 from ckptzoo.registry import build_model  # noqa: E402
 from ckptzoo.runner import MMDistributedDataParallel, init_dist, load_checkpoint  # noqa: E402
@@ -110,6 +111,11 @@ def main(argv=None):
     if cfg.get('test_cfg') is not None and 'test_cfg' not in model_cfg:
         model_cfg['test_cfg'] = cfg.test_cfg
     model = build_model(model_cfg)
+    if args.eval:  # before inference: a metric the dataset or the model cannot give
+        try:
+            check_test_metrics(model, dataset, args.eval)
+        except ValueError as exc:
+            sys.exit(f'error: {exc}')
     fp16_cfg = cfg.get('fp16')
     if fp16_cfg is not None:
         wrap_fp16_model(model, fp16_cfg.get('dtype', 'float16'))

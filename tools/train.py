@@ -4,6 +4,7 @@ import os
 import os.path as osp
 import sys
 import time
+import warnings
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -14,6 +15,7 @@ import ckptzoo  # noqa: E402
 from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
                           prepare_synthetic_data, set_random_seed, train_model)
 from ckptzoo.apis.config import check_config, load_config  # noqa: E402
+from ckptzoo.apis.plan import check_plan_outputs  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget  # noqa: E402
 from ckptzoo.runner import TrainingPreempted, init_dist  # noqa: E402
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
@@ -71,7 +73,11 @@ def _setup_multi_processes(cfg):
 def main(argv=None):
     args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options)  # errors name the file and line
-    check_config(cfg, distributed=args.launcher != 'none', validate=not args.no_validate)
+    with warnings.catch_warnings(record=True) as config_warnings:  # logged again below
+        warnings.simplefilter('always')
+        check_config(cfg, distributed=args.launcher != 'none', validate=not args.no_validate)
+    for w in config_warnings:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     _setup_multi_processes(cfg)
     if cfg.get('cudnn_benchmark', False):
         torch.backends.cudnn.benchmark = True
@@ -105,6 +111,11 @@ def main(argv=None):
     rank, world_size = get_dist_info()
 
     os.makedirs(osp.abspath(cfg.work_dir), exist_ok=True)
+    if cfg.get('memory_budget') is not None:  # the plan's files: checked before any work
+        try:
+            check_plan_outputs(cfg.work_dir)
+        except OSError as exc:
+            sys.exit(f'error: {exc}; training did not start')
     timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
     dump_file, source = config_dump_path(args.config, cfg.work_dir, timestamp)
     if rank == 0:
@@ -114,6 +125,8 @@ def main(argv=None):
     if source is not None:
         logger.info(f'The merged config is saved as {dump_file}: {source} is a file the config '
                     'is read from, which is never overwritten')
+    for w in config_warnings:  # in the run's log too, not only on stderr before it
+        logger.warning(str(w.message))
 
     meta = dict()
     meta['env_info'] = f'torch {torch.__version__}, ckptzoo {ckptzoo.__version__}, ' \

@@ -50,7 +50,9 @@ def attach_plan_hook(run: TrainingRun, cfg: Config, result: PlanResult | None,
         _ANY_SHAPE, dict(result.plan), [list(s) for s in result.segments],
         result.predicted_peak_bytes, result.predicted_step_time)])
     hook = MemoryPlanHook(buckets, result.budget_bytes, interval=memory_check_interval(cfg),
-                          replan=_replanner(cfg, result, logger))
+                          replan=_replanner(cfg, result, logger),
+                          plan_file=osp.join(cfg.work_dir, PLAN_FILE)
+                          if cfg.get('work_dir') else None)
     run.runner.register_hook(hook, priority=PLAN_HOOK_PRIORITY)
     return hook
 

@@ -35,12 +35,14 @@ from ..memory.shape_model import ShapeCostModel
 from ..memory.timeline import collecting, record_timelines
 from ..memory.plan_file import (PLAN_FILE, PlanResult, plan_changes, read_plan_file,
                                 write_plan_file)
+from ..memory.plan_fit import fit_changes, made_for
 from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
 from ..memory.html_report import write_memory_report
 from ..memory.report import plan_table
 from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch
 from ..models.task_modules import sampling_at_capacity
 from ..runner.dist_utils import get_dist_info
+from ..runner.work_dir import unwritable
 from ..utils.model_wrapper import unwrap_model
 from .options import TrainingOptions
 
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ['resolve_auto_with_cp', 'planning_requested', 'ProbeSession', 'from_rank0',
            'outer_options', 'batch_shapes', 'plan_checkpoints', 'plan_memory', 'plan_training',
-           'run_for_plan']
+           'run_for_plan', 'plan_made_for', 'check_plan_outputs']
 
 _T = TypeVar('_T')
 #: at most this many batch-shape buckets (plans) per run
@@ -365,18 +367,49 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
                            notes=notes)
 
 
-def _saved_plan(path, budget, configured, logger):
-    """The plan in ``path`` when it was made for this budget and these options, else None
-    (saying what changed)."""
+def plan_made_for(run: TrainingRun, cfg: Config, samples_per_gpu: int) -> dict[str, Any]:
+    """What a plan for ``run`` at ``samples_per_gpu`` is made for (the plan file's
+    ``made_for``, :mod:`ckptzoo.memory.plan_fit`): its model and the batch shapes and box
+    counts its training data gives (the worst cases only: one epoch's indices, no images)."""
+    shapes = loader_shapes(cfg, run.data_loaders[0].dataset, samples_per_gpu, epochs=1)
+    return made_for(unwrap_model(run.runner.model), shapes)
+
+
+def check_plan_outputs(work_dir: str) -> None:
+    """Refuse a work dir where ``memory_plan.json`` or ``memory_report.html`` cannot be
+    written (a directory of that name, a read-only folder), naming the path and why: found
+    after the probe steps it was a bare ``IsADirectoryError``."""
+    for path in (osp.join(work_dir, PLAN_FILE), osp.join(work_dir, REPORT_FILE)):
+        problem = unwritable(path)
+        if problem:
+            raise OSError(f'cannot write the memory plan\'s file {path}: {problem}; a run '
+                          'with memory_budget writes it into the work dir: remove or rename '
+                          'what is there, or choose another work dir')
+
+
+def _saved_plan(path, budget, configured, logger, run=None, cfg=None):
+    """The plan in ``path`` when it was made for this budget and these options, and (given
+    ``run``) for this model and this data, else None (saying what changed)."""
     saved = read_plan_file(path)
     changes = plan_changes(saved, budget, configured)
+    say = logger.warning if logger is not None else warnings.warn
     if changes:
-        (logger.warning if logger is not None else warnings.warn)(
-            f'memory plan: {path} was made for ' + ', '.join(
+        say(f'memory plan: {path} was made for ' + ', '.join(
                 f'{name}={old}' for name, old, _ in changes) + '; the config now gives ' +
             ', '.join(f'{name}={new}' for name, _, new in changes) + ': planning again '
             '(the resumed run trains with the new plan)')
         return None
+    if run is not None:
+        fit = fit_changes(saved, plan_made_for(run, cfg, saved['samples_per_gpu']))
+        if fit:
+            say(f'memory plan: {path} was made for another model or other data: ' +
+                '; '.join(fit) + ': planning again (the resumed run trains with the new '
+                'plan)')
+            return None
+        if saved.get('made_for') is None:
+            say(f'memory plan: {path} does not record the model and data it was made for '
+                '(written by an earlier version of ckptzoo); its checkpoint units are this '
+                f'model\'s, so it is reused: delete it to plan again for this data')
     if logger is not None:
         logger.info(f'memory plan: reusing {path}')
     return PlanResult.from_json(saved)
@@ -387,8 +420,10 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
     """Plan a training run before it starts, when the config asks for it (see
     :func:`planning_requested`; None when it does not). The plan is saved to
     ``work_dir/memory_plan.json`` and a resume reuses it, unless the budget or the options as
-    configured (``samples_per_gpu``, ``cumulative_iters``, ``fp16``) changed: then it says so
-    and plans again; a file that is no plan is refused (:mod:`ckptzoo.memory.plan_file`).
+    configured (``samples_per_gpu``, ``cumulative_iters``, ``fp16``), the model or the data's
+    batch shapes and box counts changed (:mod:`ckptzoo.memory.plan_fit`): then it says so
+    and plans again; a file that is no plan is refused (:mod:`ckptzoo.memory.plan_file`), and
+    a work dir where the plan or the report cannot be written before any probe step.
     Under DDP rank 0's plan is every rank's. The plan's options (fp16, gradient accumulation, a
     smaller ``samples_per_gpu``) are set in ``cfg`` and its modes and segments on the model;
     the run to train is :func:`run_for_plan`'s."""
@@ -396,13 +431,16 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
     if budget is None:
         return None
     rank, world = get_dist_info()
+    check_plan_outputs(cfg.work_dir)  # before any probe step
     path = osp.join(cfg.work_dir, PLAN_FILE)
     result = timelines = None
     if resume and osp.exists(path):
-        result = _saved_plan(path, budget, TrainingOptions.from_cfg(cfg).as_dict(), logger)
+        result = _saved_plan(path, budget, TrainingOptions.from_cfg(cfg).as_dict(), logger,
+                             run, cfg)
     if result is None:  # every rank steps in the probe; all solve rank 0's table
         with record_timelines() as timelines:  # the report's curves, from steps made anyway
             result = plan_memory(run, cfg, budget, logger=logger)
+        result.made_for = plan_made_for(run, cfg, result.samples_per_gpu)
     if world > 1:
         shared = PlanResult.from_json(from_rank0(result.to_json()))
         if rank != 0:  # rank 0's keeps its cost table

@@ -300,6 +300,17 @@ def _empty_reasons(dataset):
     return [r for part in parts if part is not None for r in _empty_reasons(part)]
 
 
+def _no_object_reasons(dataset):
+    """The ``no_objects_reason`` of each part of a training set none of whose parts has a box
+    to train on ([] when one part has, or cannot tell)."""
+    if hasattr(dataset, 'data_infos'):
+        reason = getattr(dataset, 'no_objects_reason', None)
+        return [reason] if reason else []
+    parts = getattr(dataset, 'datasets', None) or [getattr(dataset, 'dataset', None)]
+    reasons = [_no_object_reasons(part) for part in parts if part is not None]
+    return [r for rs in reasons for r in rs] if reasons and all(reasons) else []
+
+
 def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist=False,
                      shuffle=True, seed=None, drop_last=False, persistent_workers=False,
                      **kwargs):
@@ -329,6 +340,9 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
     if len(dataset) == 0:  # the samplers would fail with "need at least one array ..."
         raise ValueError(' '.join(_empty_reasons(dataset)) or
                          f'cannot build a data loader over an empty dataset ({dataset!r})')
+    no_objects = _no_object_reasons(dataset)  # trains on nothing: every box loss 0
+    if no_objects:
+        raise ValueError(' '.join(no_objects))
     rank, world_size = get_dist_info()
     if dist:
         batch_size, num_workers = samples_per_gpu, workers_per_gpu

@@ -15,6 +15,9 @@ Fixes over mmdet 2.28.2, names kept:
 - ``get_cat_ids`` returns labels, as every other dataset (mmdet returned COCO category ids);
 - with ``LoadAnnotations(with_mask=True)`` the masks training reads are checked when the
   dataset is built (:meth:`CocoDataset.check_mask_annotations`);
+- a training set none of whose images has a box to train on (every annotation a crowd, say)
+  is refused by ``build_dataloader`` naming the json (mmdet trained it with every box and mask
+  loss 0);
 - segm results may hold bool masks or RLE dicts (mmdet needed RLE) and are not modified.
 
 ``min_size`` (default 32, mmdet's fixed value) is the shortest image side kept in training.
@@ -192,6 +195,36 @@ class CocoDataset(CustomDataset):
                 valid_img_ids.append(img_id)
         self.img_ids = valid_img_ids
         return valid_inds
+
+    def _no_objects_message(self):
+        """Why none of the training images has a box to train on (every annotation a crowd,
+        or left out, or none at all), or None: mmdet trains such a set with every box and mask
+        loss 0, without a word."""
+        total = crowd = 0
+        for info in self.data_infos:
+            anns = self.coco.imgToAnns.get(info['id'], [])
+            total += len(anns)
+            for _, _, is_crowd in self._kept_anns(info, anns):
+                if not is_crowd:
+                    return None
+                crowd += 1
+        n = len(self.data_infos)
+        if total and crowd == total:
+            which = (f'all {total} annotations of its {n} training images are crowd'
+                     if total > 1 else f'the only annotation of its {n} training images is a '
+                     'crowd')
+            why = (f'{which} (iscrowd=1, which mmdet ignores for training: crowd boxes become '
+                   'gt_bboxes_ignore)')
+        elif total:
+            why = (f'of the {total} annotations of its {n} training images, {crowd} are crowd '
+                   f'(iscrowd=1, which mmdet ignores for training) and {total - crowd} are left '
+                   f'out (ignore=1, no area inside the image, or a category not in the '
+                   f'classes)')
+        else:
+            why = f'its {n} training images have no annotation (filter_empty_gt=False keeps them)'
+        return (f'{type(self).__name__}: no training image of {self.ann_file!r} has an object '
+                f'to train on: {why}, so every box and mask loss would be 0. Train on '
+                f'annotations with iscrowd=0 (or add such a dataset to this one)')
 
     def _kept_anns(self, img_info, ann_info):
         """``(ann, [x1, y1, x2, y2], is_crowd)`` of the annotations training keeps."""

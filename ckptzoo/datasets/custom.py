@@ -43,13 +43,17 @@ class CustomDataset(Dataset):
     Fix over mmdet 2.x (which failed in the sampler with numpy's "need at least one array to
     concatenate"): an annotation file listing no image is an error naming it when the dataset is
     built; a training set whose images are all filtered out is empty, and ``build_dataloader``
-    refuses it with ``empty_reason``, which names the file and why.
+    refuses it with ``empty_reason``, which names the file and why; likewise a training set
+    none of whose images has a box to train on (``no_objects_reason``: all crowd, say).
     """
 
     #: the shortest image side kept in training (mmdet 2.x's fixed 32; CocoDataset's min_size)
     min_img_size = 32
     #: why the dataset is empty (every image filtered out), for the data loader's error
     empty_reason = None
+    #: why no training image has a box to train on (e.g. every annotation a crowd), for the
+    #: data loader's error: a training set of such images trains on nothing, every box loss 0
+    no_objects_reason = None
 
     CLASSES = None
     #: the ``metric`` values ``evaluate`` takes (mmdet 2.x also had 'recall': not implemented)
@@ -100,6 +104,8 @@ class CustomDataset(Dataset):
             if self.proposals is not None:
                 self.proposals = [self.proposals[i] for i in valid_inds]
             self._set_group_flag()
+            if self.data_infos:
+                self.no_objects_reason = self._no_objects_message()
 
         self.pipeline = Compose(pipeline)
         if any(isinstance(t, LoadAnnotations) and t.with_mask for t in self.pipeline.transforms):
@@ -188,6 +194,11 @@ class CustomDataset(Dataset):
                       'keep images without objects')
         return (f'{type(self).__name__}: all {total} images of {self.ann_file!r} are filtered '
                 f'out for training: {"; ".join(why)}. {advice}')
+
+    def _no_objects_message(self):
+        """Why no training image has a box to train on, or None (subclasses that can tell
+        cheaply say; this one does not look)."""
+        return None
 
     def _set_group_flag(self):
         self.flag = np.zeros(len(self), dtype=np.uint8)

@@ -24,6 +24,7 @@ shapes fall back to :func:`pipeline_bound` and say so in ``note``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import math
 import os.path as osp
@@ -78,6 +79,9 @@ class LoaderShapes:
     from_data: bool
     note: str | None = None
     epochs: int = 0  # epochs of the sampler simulated for the frequencies
+    #: a digest of every image's ``(h, w)`` (None when the sizes are unknown): a plan made for
+    #: other image sizes is not reused (:mod:`~ckptzoo.memory.plan_fit`)
+    image_sizes: str | None = None
 
     @property
     def worst(self) -> Shape | None:
@@ -485,4 +489,11 @@ def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = Tr
         per_image, per_batch = boxes(idx)
         groups.append(GroupShapes(flag, len(idx), worst, shapes, per_image, per_batch,
                                   count / total if total else 0.0))
-    return LoaderShapes(groups, spg, True, None, epochs)
+    return LoaderShapes(groups, spg, True, None, epochs, _sizes_digest(sizes))
+
+
+def _sizes_digest(sizes) -> str:
+    """A short digest of the multiset of image sizes (order-free: the same images in
+    another order give the same batches' worst case)."""
+    counts = sorted(Counter(sizes).items())
+    return hashlib.sha256(repr(counts).encode()).hexdigest()[:16]

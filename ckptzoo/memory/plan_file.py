@@ -5,7 +5,8 @@ checkpointing) and what it measured; it is plain data, written to the work dir a
 when the run resumes. A file that is not such a plan (corrupt, truncated, another program's
 JSON) is refused with its path and how to plan again, instead of a bare ``JSONDecodeError`` /
 ``KeyError``. A plan made for another budget or batch is not reused silently:
-:func:`plan_changes` says what changed, and the planner plans again.
+:func:`plan_changes` says what changed, and the planner plans again; nor is one made for
+another model or other data (``made_for``, :mod:`~ckptzoo.memory.plan_fit`).
 
 A plan per batch-shape bucket (:mod:`~ckptzoo.memory.buckets`) keeps the largest bucket's
 plan at the top level (``plan``, ``segments``), so that a reader that knows no buckets trains
@@ -19,6 +20,7 @@ from typing import Any
 from .buckets import Bucket
 from .budget import format_bytes
 from .cost_table import MODES, CostTable
+from .plan_fit import made_for_problem
 from .shape_model import ShapeCostModel
 
 __all__ = ['PLAN_FILE', 'PlanResult', 'PlanFileError', 'read_plan_file', 'write_plan_file',
@@ -44,7 +46,8 @@ class PlanResult:
     boxes per image the probe batches had, ``shapes_note`` (how the batch shapes were found,
     e.g. why the pipeline's bound stood in for the data) and ``cost_model``
     (:meth:`ShapeCostModel.to_dict`, so that a resumed run can plan a bucket again without
-    probing)."""
+    probing). ``made_for``: the model and data it was made for
+    (:func:`~ckptzoo.memory.plan_fit.made_for`), so that a resume reuses it only for them."""
 
     budget_bytes: int
     predicted_peak_bytes: int
@@ -64,6 +67,7 @@ class PlanResult:
     boxes_per_image: int | None = None
     shapes_note: str | None = None
     cost_model: dict[str, Any] | None = field(default=None, repr=False)
+    made_for: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -82,7 +86,7 @@ class PlanResult:
         out['plan'] = dict(self.plan)
         if self.buckets is not None:
             out['buckets'] = [b.to_json() for b in self.buckets]
-        for key in ('boxes_per_image', 'shapes_note', 'cost_model'):
+        for key in ('boxes_per_image', 'shapes_note', 'cost_model', 'made_for'):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
@@ -124,6 +128,10 @@ def _problem(data: Any) -> str | None:
     if configured is not None and (not isinstance(configured, dict)
                                    or set(configured) != set(_OPTIONS)):
         return f'configured must hold {", ".join(_OPTIONS)}, got {configured!r}'
+    if data.get('made_for') is not None:
+        problem = made_for_problem(data['made_for'])
+        if problem:
+            return problem
     return _buckets_problem(data)
 
 

@@ -92,6 +92,9 @@ class MemoryPlanHook(Hook):
             pixel), else every unit ``'full'``.
         select (callable | None): ``select(buckets, shape)`` -> bucket or None; default
             :func:`~ckptzoo.memory.buckets.bucket_for` (the fastest dominating bucket).
+        plan_file (str | None): the ``memory_plan.json`` the buckets come from, named in the
+            over-budget warning with how to plan again (a plan made for other data is the
+            usual cause of a large overshoot).
 
     ``memory`` in the log (``runner.log_buffer.output['memory']``) is the largest measured
     peak, in MiB, since the last log line. Under DDP the text logger reduces it with MAX to
@@ -107,7 +110,7 @@ class MemoryPlanHook(Hook):
 
     def __init__(self, buckets: Sequence[Any] | None = None, budget: int | None = None,
                  interval: int = 1, replan: Callable | None = None,
-                 select: Callable | None = None):
+                 select: Callable | None = None, plan_file: str | None = None):
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 0:
             raise ValueError(f'interval must be a non-negative int (0: never measure on a CPU; '
                              f'N: every Nth training step), got {interval!r}')
@@ -127,6 +130,7 @@ class MemoryPlanHook(Hook):
                 raise TypeError(f'buckets[{i}] ({b!r}) is not a bucket: it lacks the attributes '
                                 f'{", ".join(missing)}')
         self.budget, self.interval = budget, interval
+        self.plan_file = plan_file
         self.replan, self.select = replan, select or bucket_for
         self._given = list(self.buckets)  # their predictions rank the fallbacks
         self._rungs = {}  # id(bucket) -> how far down the fallbacks it went
@@ -260,14 +264,25 @@ class MemoryPlanHook(Hook):
         if new is None:
             event['action'] = 'none: no more frugal plan'
             runner.logger.warning(f'{where}; no more frugal plan exists: training goes on over '
-                                  'the budget (lower the batch size or raise the budget)')
+                                  'the budget (lower the batch size or raise the budget)'
+                                  + self._replan_advice())
             return
         self.buckets = [new if b is bucket else b for b in self.buckets]
         self._rungs.pop(id(bucket), None)
         self._rungs[id(new)] = rung
         event['action'] = how
-        runner.logger.warning(f'{where}; bucket {how} from the next step')
+        runner.logger.warning(f'{where}; bucket {how} from the next step'
+                              + self._replan_advice())
         self._apply(runner, new)
+
+    def _replan_advice(self):
+        """How to plan again from new probes: a plan made for other data (larger images,
+        more boxes) is the usual cause of a large overshoot."""
+        where = f' ({self.plan_file})' if self.plan_file else ''
+        return ('. If the data or the model changed since the plan was made, plan again: a '
+                'resumed run plans again by itself when the model, the image sizes or the box '
+                f'counts differ from those the plan file{where} records; to plan again now, '
+                'stop the run, delete the plan file and resume (--auto-resume)')
 
     def _frugal(self, bucket):
         """``(bucket with a more frugal plan, how, rung)``, one rung down the ladder each time:

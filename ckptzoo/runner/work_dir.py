@@ -4,7 +4,7 @@ another run: the one resumed from, or the original of a copied work dir)."""
 import os
 import os.path as osp
 
-__all__ = ['expand_path', 'check_work_dir', 'in_directory']
+__all__ = ['expand_path', 'check_work_dir', 'in_directory', 'unwritable']
 
 
 def expand_path(path, name, what='a file path'):
@@ -31,3 +31,17 @@ def in_directory(path, directory):
         return False
     parent = osp.dirname(osp.abspath(osp.expanduser(os.fspath(path))))
     return osp.realpath(parent) == osp.realpath(osp.expanduser(os.fspath(directory)))
+
+
+def unwritable(path):
+    """Why the file ``path`` cannot be written (None when it can), checked before the work
+    that ends in writing it: a directory of that name, a missing folder, no permission."""
+    path = os.fspath(path)
+    folder = osp.dirname(osp.abspath(path))
+    if osp.isdir(path):
+        return 'it is a directory'
+    if not osp.isdir(folder):
+        return f'the folder {folder} does not exist'
+    if not os.access(folder, os.W_OK) or (osp.exists(path) and not os.access(path, os.W_OK)):
+        return 'permission denied'
+    return None

@@ -80,11 +80,55 @@ def test_variables_in_the_file_are_accepted_and_near_misses_warned(tmp_path):
     path = _write(tmp_path / 'c.py', f"_base_ = ['{SMOKE}']\nmy_classes = ('a', 'b')\n"
                   "evalution = dict(interval=2)\n")
     cfg = load_config(path)
-    with pytest.warns(UserWarning, match="'evalution' is not read.*did you mean 'evaluation'"):
+    with pytest.warns(UserWarning, match="'evalution' in .*c.py is not read.*did you mean "
+                      "'evaluation'"):
         check_config(cfg)
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         check_config(load_config(SMOKE))
+
+
+TYPOS = {'runer': 'runner', 'optimzer': 'optimizer', 'lr_confg': 'lr_config',
+         'worklfow': 'workflow', 'checkpoint_confg': 'checkpoint_config',
+         'evalution': 'evaluation'}
+VARIABLES = ('data_root', 'img_norm_cfg', 'train_pipeline', 'test_pipeline', 'dataset_type',
+             'classes', 'img_scale', 'norm_cfg', 'pretrained', 'checkpoint', 'file_client_args')
+
+
+def test_a_top_level_typo_in_the_file_is_warned_naming_the_file_and_the_key(tmp_path):
+    """``runer = dict(max_epochs=1)`` trained all epochs of the base: the warning names the key,
+    the file that sets it (the config or its _base_) and the key it probably meant; the
+    variables of mmdet configs stay silent."""
+    base = _write(tmp_path / 'base.py', f"_base_ = ['{SMOKE}']\nworklfow = [('train', 1)]\n")
+    lines = [f"_base_ = ['./base.py']"] + [f'{k} = dict(x=1)' for k in TYPOS if k != 'worklfow']
+    path = _write(tmp_path / 'typos.py', '\n'.join(lines + [f'{v} = 1' for v in VARIABLES]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        check_config(load_config(path))
+    messages = sorted(str(w.message) for w in caught)
+    assert messages == sorted(
+        f"config key {typo!r} in {base if typo == 'worklfow' else path} is not read by "
+        f"ckptzoo, so its value is ignored (unless it is a variable that other keys use); did "
+        f"you mean {known!r}?" for typo, known in TYPOS.items())
+
+
+def test_no_variable_of_mmdet_config_files_is_a_near_miss():
+    """The rule (one edit, or difflib ratio >= 0.85) on every top-level name of mmdet 2.28.2's
+    config files (read with ast, not run)."""
+    import ast
+    import glob
+    import importlib.util
+    from ckptzoo.apis.config import KNOWN_KEYS, near_miss
+    spec = importlib.util.find_spec('mmdet')
+    if spec is None:
+        pytest.skip('mmdet 2.28.2 (its config files) is not installed')
+    files = glob.glob(osp.join(spec.submodule_search_locations[0], '.mim', 'configs', '**',
+                               '*.py'), recursive=True)
+    names = {t.id for f in files for node in ast.parse(open(f).read()).body
+             if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+    assert len(files) > 600 and {'data_root', 'img_norm_cfg', 'checkpoint'} <= names
+    assert {n: near_miss(n) for n in names - KNOWN_KEYS if near_miss(n)} == {}
+    assert {t: near_miss(t) for t in TYPOS} == TYPOS
 
 
 # -- checking --------------------------------------------------------------------------------

@@ -111,6 +111,54 @@ def test_empty_or_all_filtered_images_name_the_file(coco_root, tmp_path):
         build_dataloader(_dataset(coco_root, min_size=100), 2, 0, seed=0)
 
 
+def _train_json(coco_root, tmp_path, edit):
+    data = json.load(open(osp.join(coco_root, 'annotations', 'instances_train2017.json')))
+    edit(data)
+    path = tmp_path / 'instances_crowd.json'
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _all_crowd(d):
+    for ann in d['annotations']:
+        ann['iscrowd'] = 1
+
+
+def _crowd_or_nothing(d):
+    """Every image keeps at most its crowds (images without annotations stay)."""
+    d['annotations'] = [a for a in d['annotations'] if a['iscrowd']]
+
+
+@pytest.mark.parametrize('edit,filter_empty_gt,why', [
+    (_all_crowd, True, r'all (\d+) annotations of its 7 training images are crowd \(iscrowd=1, '
+                       r'which mmdet ignores for training: crowd boxes become '
+                       r'gt_bboxes_ignore\)'),
+    (_all_crowd, False, r'all (\d+) annotations of its 8 training images are crowd \(iscrowd=1'),
+    # filter_empty_gt=False keeps the images without any annotation
+    (_crowd_or_nothing, False, r'the only annotation of its 8 training images is a crowd '
+                               r'\(iscrowd=1'),
+])
+def test_a_training_set_of_crowds_only_is_refused_naming_the_json(coco_root, tmp_path, edit,
+                                                                   filter_empty_gt, why):
+    """Every annotation ``iscrowd=1``: mmdet trains with loss_bbox and loss_mask at 0."""
+    from ckptzoo.datasets import ConcatDataset
+    path = _train_json(coco_root, tmp_path, edit)
+    kwargs = dict(ann_file=path, img_prefix=osp.join(coco_root, 'train2017'), pipeline=[],
+                  classes=SHAPES, filter_empty_gt=filter_empty_gt)
+    crowd = CocoDataset(**kwargs)  # built: the loader refuses it, as an all-filtered set
+    assert all(len(crowd.get_ann_info(i)['bboxes']) == 0 for i in range(len(crowd)))
+    with pytest.raises(ValueError, match=f"^CocoDataset: no training image of '{path}' has an "
+                                         f"object to train on: {why}.*, so every box and mask "
+                                         f"loss would be 0") as info:
+        build_dataloader(crowd, 2, 0, seed=0)
+    crowds = sum(a['iscrowd'] == 1 for a in json.load(open(path))['annotations'])
+    assert crowds > 1 or 'the only annotation' in str(info.value)
+    assert crowds == 1 or f'all {crowds} annotations' in str(info.value)
+    # a test set may hold crowds only; so may one part of a training set with objects
+    build_dataloader(CocoDataset(**kwargs, test_mode=True), 2, 0, shuffle=False)
+    build_dataloader(ConcatDataset([crowd, _dataset(coco_root, 'train2017')]), 2, 0, seed=0)
+
+
 def _detections(ds, seed=0):
     """Per image, per class [k, 5]: jittered ground truth plus false positives."""
     rng = np.random.default_rng(seed)

@@ -1,8 +1,11 @@
 """memory_plan.json on resume: a file that is no plan is refused naming it and how to plan
-again; a plan made for another budget or batch is said and replaced by a new plan."""
+again; a plan made for another budget, batch, model or data is said and replaced by a new
+plan; a plan file that cannot be written fails before any probe step."""
 import copy
 import json
 import logging
+import os
+import re
 
 import pytest
 from mmengine.config import Config
@@ -14,8 +17,11 @@ from ckptzoo.memory.plan_file import PlanFileError, PlanResult, read_plan_file
 
 from .test_planner import TINY
 
+#: TINY's checkpoint units: a plan file names every unit of its model
+UNITS = ['backbone.stem'] + [f'backbone.layer{i}.{j}' for i in range(1, 5) for j in range(2)]
 SAVED = dict(budget_bytes=50 * 10 ** 6, predicted_peak_bytes=1000, measured_peak_bytes=1000,
-             plan={'backbone.layer1.0': 'full'}, segments=[], fp16=False, cumulative_iters=2,
+             plan={**dict.fromkeys(UNITS), 'backbone.layer1.0': 'full'}, segments=[],
+             fp16=False, cumulative_iters=2,
              samples_per_gpu=2, configured=dict(fp16=False, cumulative_iters=1,
                                                 samples_per_gpu=4))
 
@@ -194,3 +200,142 @@ def test_a_corrupt_bucket_is_refused(tmp_path, edit, problem):
     with pytest.raises(PlanFileError, match=f'^{path} is not a memory plan of ckptzoo: '
                                             f'{problem}'):
         read_plan_file(path)
+
+
+# ------------------------------------------------------------------------------------------
+# the model and the data a plan was made for
+# ------------------------------------------------------------------------------------------
+def _tiny(tmp_path, **backbone):
+    set_random_seed(0)
+    cfg = Config(dict(TINY, work_dir=str(tmp_path), memory_budget='50MB'))
+    cfg.model.backbone.update(backbone)
+    return cfg, build_training(cfg, logger=logging.getLogger('test_plan_file'))
+
+
+def _plan_file_for(cfg, run, path, **edits):
+    """SAVED as the planner writes it for ``run``: every unit in the plan, ``made_for``."""
+    units = list(run.runner.model.checkpoint_units())
+    data = dict(SAVED, plan={**dict.fromkeys(units), units[1]: 'full'}, **edits)
+    data['made_for'] = planner.plan_made_for(run, cfg, data['samples_per_gpu'])
+    with open(path, 'w') as f:
+        json.dump(data, f)
+    return data
+
+
+@pytest.mark.parametrize('made_for,now,said', [
+    (dict(depth=18), dict(depth=34),
+     r"model: 8 checkpoint units differ \(9 in the plan, 17 in the model\): 8 of the model's "
+     r"are not in the plan \(backbone.layer1.2, backbone.layer2.2, backbone.layer2.3 and 5 "
+     r"more\): planning again"),
+    (dict(depth=34), dict(depth=18),  # was a raw KeyError on backbone.layer1.2
+     r"model: 8 checkpoint units differ \(17 in the plan, 9 in the model\): 8 of the plan's "
+     r"are not in the model \(backbone.layer1.2, "),
+    (dict(base_channels=8), dict(base_channels=16),
+     r'model: the parameters differ \(their names, shapes or dtypes.*the checkpoint units '
+     r'are the same'),
+])
+def test_a_plan_of_another_model_is_said_and_made_again(tmp_path, replans, caplog, made_for,
+                                                        now, said):
+    path = f'{tmp_path}/memory_plan.json'
+    _plan_file_for(*_tiny(tmp_path, **made_for), path)
+    cfg, run = _tiny(tmp_path, **now)
+    with caplog.at_level(logging.WARNING, logger='test_plan_file'):
+        plan_training(run, cfg, logger=logging.getLogger('test_plan_file'), resume=True)
+    assert re.search(f'memory plan: {re.escape(path)} was made for another model or other '
+                     f'data: {said}', caplog.text), caplog.text
+    assert len(replans) == 1  # planned again, and the new file records this model
+    saved = read_plan_file(path)
+    assert saved['made_for']['model']['units'] == list(run.runner.model.checkpoint_units())
+
+
+def test_a_plan_of_this_model_and_data_is_reused(tmp_path, replans, caplog):
+    cfg, run = _tiny(tmp_path)
+    path = f'{tmp_path}/memory_plan.json'
+    written = _plan_file_for(cfg, run, path)
+    with caplog.at_level(logging.INFO, logger='test_plan_file'):
+        result = plan_training(run, cfg, logger=logging.getLogger('test_plan_file'),
+                               resume=True)
+    assert 'memory plan: reusing' in caplog.text and not replans
+    assert result.plan == written['plan'] and result.made_for == written['made_for']
+    assert read_plan_file(path)['made_for'] == written['made_for']  # kept on rewriting
+
+
+def test_a_plan_file_without_made_for_is_checked_on_its_unit_names(tmp_path, replans,
+                                                                    caplog):
+    """Files written before ``made_for``: the same units are reused with a note, others are
+    planned again."""
+    cfg, run = _tiny(tmp_path)
+    path = f'{tmp_path}/memory_plan.json'
+    with open(path, 'w') as f:
+        json.dump(SAVED, f)  # TINY's units
+    log = logging.getLogger('test_plan_file')
+    with caplog.at_level(logging.INFO, logger='test_plan_file'):
+        plan_training(run, cfg, logger=log, resume=True)
+    assert not replans and 'memory plan: reusing' in caplog.text
+    assert f'{path} does not record the model and data it was made for' in caplog.text
+    cfg, run = _tiny(tmp_path, depth=34)
+    with open(path, 'w') as f:
+        json.dump(SAVED, f)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger='test_plan_file'):
+        plan_training(run, cfg, logger=log, resume=True)
+    assert len(replans) == 1
+    assert "model: 8 checkpoint units differ (9 in the plan, 17 in the model)" in caplog.text
+
+
+def test_a_plan_for_other_data_is_said_and_made_again(tmp_path, replans, caplog):
+    """The same config on images of another size (the annotations changed): the plan's
+    predictions are for batches the loader no longer gives."""
+    from tests.tiny_detector import tiny_voc_retinanet
+    log = logging.getLogger('test_plan_file')
+    runs = {}
+    for size in (64, 96):
+        cfg = tiny_voc_retinanet(tmp_path / str(size), size=size)
+        cfg.work_dir, cfg.memory_budget = str(tmp_path / 'work'), '50MB'
+        set_random_seed(0)
+        runs[size] = cfg, build_training(cfg, logger=log)
+    path = f'{tmp_path}/work/memory_plan.json'
+    options = dict(fp16=False, cumulative_iters=1, samples_per_gpu=2)  # as configured
+    _plan_file_for(*runs[64], path, configured=options, **options)
+    with caplog.at_level(logging.INFO, logger='test_plan_file'):
+        plan_training(runs[64][1], runs[64][0], logger=log, resume=True)
+    assert 'memory plan: reusing' in caplog.text and not replans
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger='test_plan_file'):
+        plan_training(runs[96][1], runs[96][0], logger=log, resume=True)
+    assert len(replans) == 1
+    assert re.search(r'was made for another model or other data: data: the image sizes '
+                     r'changed \(4 images now, 4 when planned\); the largest batch shape is '
+                     r'96x96 now, 64x64 when planned', caplog.text), caplog.text
+    made = read_plan_file(path)['made_for']['data']
+    assert made['largest'] == [96, 96] and made['from_data']
+
+
+def test_data_changes_name_the_box_counts_and_the_groups():
+    from ckptzoo.memory.plan_fit import fit_changes
+    model = dict(units=['a'], params='p')
+    data = dict(from_data=True, largest=[64, 96], groups=[[0, 64, 48], [1, 48, 96]],
+                max_boxes_per_image=3, max_boxes_per_batch=5, images=8, image_sizes='s')
+    saved = dict(SAVED, made_for=dict(model=model, data=data))
+    now = dict(model=model, data=dict(data, groups=[[0, 64, 40], [1, 48, 96]],
+                                      max_boxes_per_image=12, max_boxes_per_batch=20))
+    assert fit_changes(saved, now) == [
+        'data: the largest batch shapes of the sampler groups are 64x40 (flag 0), 48x96 '
+        '(flag 1) now, 64x48 (flag 0), 48x96 (flag 1) when planned; the most ground-truth '
+        'boxes per image is 12 now, 3 when planned; the most ground-truth boxes per batch is '
+        '20 now, 5 when planned']
+    assert fit_changes(saved, dict(model=model, data=data)) == []
+
+
+@pytest.mark.parametrize('name', ['memory_plan.json', 'memory_report.html'])
+@pytest.mark.parametrize('resume', [False, True])
+def test_a_plan_file_path_that_cannot_be_written_fails_before_the_probe(run, replans, name,
+                                                                        resume):
+    cfg, run = run
+    path = f'{cfg.work_dir}/{name}'
+    os.mkdir(path)
+    with pytest.raises(OSError, match=f"cannot write the memory plan's file {re.escape(path)}: "
+                                      f"it is a directory; a run with memory_budget writes "
+                                      f"it into the work dir"):
+        plan_training(run, cfg, resume=resume)
+    assert not replans  # nothing probed

@@ -235,7 +235,8 @@ def test_guard_reports_and_replans(setup, caplog):
         calls.append((bucket.shape, measured, shape, boxes))
         return replanned
     buckets = copy.deepcopy(BUCKETS)
-    hook = MemoryPlanHook(buckets, budget=100_000, interval=1, replan=replan)
+    hook = MemoryPlanHook(buckets, budget=100_000, interval=1, replan=replan,
+                          plan_file='work/memory_plan.json')
     cfg, state, dataset, batches = setup
     boxes = max(len(b) for b in batches[0]['gt_bboxes'])
     with caplog.at_level(logging.WARNING):
@@ -252,7 +253,12 @@ def test_guard_reports_and_replans(setup, caplog):
         (0, (32, 32), boxes, (32, 32))
     msg = [m for m in caplog.messages if 'over the memory budget' in m][0]
     for part in ('iteration 1', '97.7 KiB', 'batch 32x32', f'at most {boxes} ground-truth box',
-                 'bucket 32x32', 'planned again'):
+                 'bucket 32x32', 'planned again',
+                 # a plan made for other data is the usual cause: how to plan again
+                 'If the data or the model changed since the plan was made, plan again: a '
+                 'resumed run plans again by itself when the model, the image sizes or the box '
+                 'counts differ from those the plan file (work/memory_plan.json) records; to '
+                 'plan again now, stop the run, delete the plan file and resume'):
         assert part in msg, (part, msg)
     assert format_bytes(peak) in msg
 
@@ -276,6 +282,7 @@ def test_guard_without_replan_takes_the_most_frugal_plan(setup, caplog):
     assert hook.buckets[0].shape == (32, 32) and hook.buckets[0].plan == {'*': 'full'}
     assert hook.buckets[1:] == BUCKETS[1:]
     assert 'training goes on over the budget' in caplog.messages[-1]
+    assert 'delete the plan file and resume' in caplog.messages[-1]
 
 
 def test_on_cuda_every_step_is_measured_from_its_start(tmp_path, monkeypatch):

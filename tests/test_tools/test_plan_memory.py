@@ -80,6 +80,10 @@ def test_a_dataset_not_on_disk_is_planned_on_synthetic_batches(tmp_path, capsys)
         assert stdout.count('batch shapes: Image sizes are unknown') == 1, stdout
         plan = json.loads(out.read_text())
         assert plan['samples_per_gpu'] == 2
+        # what it was made for: tools/train.py on the real data plans again (plan_fit)
+        made_for = plan['made_for']
+        assert made_for['model']['units'][0] == 'backbone.stem'
+        assert made_for['data']['from_data'] is False
         peaks[boxes] = plan['measured_peak_bytes']
     # the assigner's IoU matrix: 1746 anchors x 299 more boxes, float32, per image in turn
     assert peaks[300] - peaks[1] >= 1746 * 299 * 4

@@ -259,3 +259,32 @@ def test_syntax_error_in_a_base_file_is_named(tmp_path):
                                                     f"{tmp_path / 'toy.py'})")) as info:
         _load_train_module().main([str(tmp_path / 'toy.py')])
     assert info.value.lineno == 1
+
+
+def test_a_top_level_typo_of_the_config_file_is_warned_in_the_log(tmp_path):
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=2)\n"
+                   "runer = dict(max_iters=1)\n")
+    work = tmp_path / 'w'
+    with pytest.warns(UserWarning, match=f"config key 'runer' in {re.escape(str(cfg))} is not "
+                                         "read by ckptzoo.*did you mean 'runner'"):
+        _load_train_module().main([str(cfg), '--work-dir', str(work)])
+    log = next(work.glob('*.log')).read_text()
+    assert f"WARNING - config key 'runer' in {cfg} is not read by ckptzoo, so its value is " \
+           "ignored (unless it is a variable that other keys use); did you mean 'runner'?" in log
+
+
+@pytest.mark.parametrize('name', ['memory_plan.json', 'memory_report.html'])
+def test_a_plan_file_that_cannot_be_written_fails_before_anything_is_built(tmp_path, name):
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=2)\n"
+                   "memory_budget = '50MB'\n")
+    work = tmp_path / 'w'
+    (work / name).mkdir(parents=True)
+    with pytest.raises(SystemExit) as info:
+        _load_train_module().main([str(cfg), '--work-dir', str(work)])
+    assert str(info.value) == (
+        f"error: cannot write the memory plan's file {work / name}: it is a directory; a run "
+        "with memory_budget writes it into the work dir: remove or rename what is there, or "
+        "choose another work dir; training did not start")
+    assert sorted(p.name for p in work.iterdir()) == [name]  # no log, no config dump
