@@ -406,6 +406,12 @@ def _saved_plan(path, budget, configured, logger, run=None, cfg=None):
                 '; '.join(fit) + ': planning again (the resumed run trains with the new '
                 'plan)')
             return None
+        if saved['cumulative_iters'] > 1 and not _window_probed(saved):
+            say(f'memory plan: {path} plans gradient accumulation (cumulative_iters='
+                f'{saved["cumulative_iters"]}) without the gradients that the iterations of a '
+                'window hold from their start (written by an earlier version of ckptzoo): '
+                'planning again (the resumed run trains with the new plan)')
+            return None
         if saved.get('made_for') is None:
             say(f'memory plan: {path} does not record the model and data it was made for '
                 '(written by an earlier version of ckptzoo); its checkpoint units are this '
@@ -413,6 +419,14 @@ def _saved_plan(path, budget, configured, logger, run=None, cfg=None):
     if logger is not None:
         logger.info(f'memory plan: reusing {path}')
     return PlanResult.from_json(saved)
+
+
+def _window_probed(saved):
+    """Whether the cost tables of a plan file were probed at an accumulation window's last
+    iteration (they record its ``window``); a file without a cost model cannot tell."""
+    tables = (saved.get('cost_model') or {}).get('tables') or {}
+    return not tables or all(t.get('window', 1) == saved['cumulative_iters']
+                             for t in tables.values())
 
 
 def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None = None,

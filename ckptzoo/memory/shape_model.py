@@ -193,4 +193,5 @@ def _interpolate(a: CostTable, b: CostTable, t: float) -> CostTable:
                      [_line(x, y, t) for x, y in zip(a.bwd_base, b.bwd_base)],
                      _line(a.tail_peak, b.tail_peak, t), _line(a.step_peak, b.step_peak, t),
                      _line(a.step_time, b.step_time, t, float), list(a.bwd_order),
-                     [tuple(c) for c in a.chains], fixed, list(a.exits))
+                     [tuple(c) for c in a.chains], fixed, list(a.exits),
+                     max(a.window, b.window))

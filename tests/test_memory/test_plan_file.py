@@ -339,3 +339,31 @@ def test_a_plan_file_path_that_cannot_be_written_fails_before_the_probe(run, rep
                                       f"it into the work dir"):
         plan_training(run, cfg, resume=resume)
     assert not replans  # nothing probed
+
+
+def test_an_accumulating_plan_probed_without_the_windows_gradients_is_made_again(
+        tmp_path, replans, caplog):
+    """A plan of ``cumulative_iters`` 2 whose cost tables do not say they were probed at a
+    window's last iteration (an earlier version probed a step without the gradients that
+    window holds, and under-predicted) is planned again; one that says so is reused."""
+    from ckptzoo.memory.probe import probe, probe_batch, worst_case_shape
+    from ckptzoo.memory.shape_model import ShapeCostModel
+    cfg, run = _tiny(tmp_path)
+    table = probe(run, probe_batch(run, worst_case_shape(cfg)), modes=(None, ))
+    table.window = 2
+    cost_model = ShapeCostModel({(48, 48): table}).to_dict()
+    path = f'{tmp_path}/memory_plan.json'
+    _plan_file_for(cfg, run, path, cost_model=cost_model)
+    log = logging.getLogger('test_plan_file')
+    with caplog.at_level(logging.INFO, logger='test_plan_file'):
+        plan_training(run, cfg, logger=log, resume=True)
+    assert not replans and 'memory plan: reusing' in caplog.text
+    del cost_model['tables']['48x48']['window']
+    cfg, run = _tiny(tmp_path)  # the reuse set the plan's options in the first cfg
+    _plan_file_for(cfg, run, path, cost_model=cost_model)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger='test_plan_file'):
+        plan_training(run, cfg, logger=log, resume=True)
+    assert len(replans) == 1
+    assert (f'memory plan: {path} plans gradient accumulation (cumulative_iters=2) without '
+            'the gradients that the iterations of a window hold from their start') in caplog.text
