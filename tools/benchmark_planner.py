@@ -115,7 +115,7 @@ def _key(plan):
     return tuple(sorted(modes.items(), key=str)), tuple(map(tuple, segments))
 
 
-def bench(name, args, out, cumulative_iters=1):
+def bench(name, args, out, cumulative_iters=1, title=None):
     """The table of model ``name``, appended to ``out``: the run is assembled as
     ``tools/train.py`` does and measured in the planner's own probe session
     (``ckptzoo.apis.plan.ProbeSession``: its probe, its modes, the run's state restored)."""
@@ -125,10 +125,8 @@ def bench(name, args, out, cumulative_iters=1):
         cfg.optimizer_config = dict(cfg.get('optimizer_config') or {},
                                     cumulative_iters=cumulative_iters)
     run = _build(cfg)
-    if len(args.cumulative_iters) > 1 or cumulative_iters > 1:
-        name = f'{name}, cumulative_iters={cumulative_iters}'
     with ProbeSession(run) as session:
-        _bench(name, args, out, cfg, run, session)
+        _bench(title or name, args, out, cfg, run, session)
 
 
 def _bench(name, args, out, cfg, run, session):
@@ -286,7 +284,8 @@ def main(argv=None):
     out = [f'command: `python tools/benchmark_planner.py {" ".join(argv or sys.argv[1:])}`', '']
     for name in args.models:
         for k in args.cumulative_iters:
-            bench(name, args, out, k)
+            bench(name, args, out, k, title=f'{name}, cumulative_iters={k}'
+                  if args.cumulative_iters != [1] else name)
     print('\n'.join(out))
     return 0
 
