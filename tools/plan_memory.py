@@ -37,6 +37,7 @@ from ckptzoo.apis.plan import plan_made_for  # noqa: E402
 from ckptzoo.apis.plan_data import DEFAULT_BOXES, planning_datasets  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget, format_bytes, write_plan_file  # noqa: E402
 from ckptzoo.memory.baselines import memory_time_sweep  # noqa: E402
+from ckptzoo.memory.charts import save_png, sweep_figure, sweep_points  # noqa: E402
 from ckptzoo.memory.html_report import write_memory_report  # noqa: E402
 from ckptzoo.memory.report import cost_report, plan_table  # noqa: E402
 from ckptzoo.memory.timeline import record_timelines  # noqa: E402
@@ -83,28 +84,12 @@ def _sweep_path(args):
     return (osp.splitext(args.out)[0] if args.out else 'plan_sweep') + '.png'
 
 
-def _sweep(sweep, path):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 5))
-    ax.plot(*zip(*[(p / 2 ** 20, t * 1e3) for p, t in sweep.planner]), 'o-',
-            color='tab:blue', label='planner')
-    for name, (peak, seconds) in sweep.baselines.items():
-        x, y = peak / 2 ** 20, seconds * 1e3
-        style = dict(marker='s', color='tab:orange') if name.startswith('stages') else \
-            dict(marker='^', color='tab:red')
-        ax.scatter([x], [y], label=None if name.startswith('stages ') and
-                   not name.endswith('0' * (len(name) - 7)) else
-                   ('per-stage with_cp' if name.startswith('stages') else name), **style)
-        ax.annotate(name.replace('stages ', ''), (x, y), fontsize=6)
-    ax.set_xlabel('predicted peak (MiB)')
-    ax.set_ylabel('predicted step time (ms)')
-    ax.set_title('memory / time (predicted from one probe)', fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+def _sweep(sweep, result, path):
+    """The report's sweep figure (one implementation), as a PNG."""
+    chosen = (result.predicted_peak_bytes, result.predicted_step_time) \
+        if result.predicted_step_time is not None else None
+    save_png(sweep_figure(sweep_points(sweep), result.budget_bytes, chosen,
+                          'memory / time (predicted from one probe)'), path)
 
 
 def main(argv=None):
@@ -152,7 +137,7 @@ def main(argv=None):
     sweep = memory_time_sweep(result.table) if args.sweep else None
     if args.sweep:
         path = _sweep_path(args)
-        _sweep(sweep, path)
+        _sweep(sweep, result, path)
         print(f'sweep: {path} ({format_bytes(budget)} budget)')
     if args.report:
         write_memory_report(result, args.report, timelines, sweep,

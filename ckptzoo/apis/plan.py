@@ -37,7 +37,6 @@ from ..memory.plan_file import (PLAN_FILE, PlanResult, plan_changes, read_plan_f
                                 write_plan_file)
 from ..memory.plan_fit import fit_changes, made_for
 from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
-from ..memory.html_report import write_memory_report
 from ..memory.report import plan_table
 from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch
 from ..models.task_modules import sampling_at_capacity
@@ -466,6 +465,7 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
         if logger is not None:
             logger.info('memory plan:\n' + plan_table(result))
         if result.table is not None:  # planned now, not read from a file
+            from ..memory.html_report import write_memory_report  # matplotlib: when drawn
             report = write_memory_report(result, osp.join(cfg.work_dir, REPORT_FILE),
                                          timelines, title='Memory plan: ' + osp.basename(
                                              cfg.get('filename') or 'config'))

@@ -1,8 +1,9 @@
 """The memory report: one HTML page that shows where a planned step's memory goes.
 
-It opens from disk with no network: styles, charts (inline SVG drawn by
-:mod:`~ckptzoo.memory.svg_charts`) and a few lines of script (sorting the unit table; noting
-whether the unit names overlap as the browser laid them out) are all in the file. Sections: the
+It opens from disk with no network: styles, charts (matplotlib figures inlined as SVG by
+:mod:`~ckptzoo.memory.charts`, text kept as text) and a few lines of script (sorting the unit
+table; noting whether any chart's texts overlap as the browser laid them out) are all in the
+file. Sections: the
 plan's numbers (budget, predicted and measured peak, the options the outer search took); the
 step's memory over time (plain, the plan, each batch-shape bucket; from
 :mod:`~ckptzoo.memory.timeline`); per unit the bytes kept and the recompute per mode and the
@@ -17,11 +18,10 @@ from typing import Any
 
 from .baselines import Sweep, memory_time_sweep
 from .budget import format_bytes
-from .cost_table import MODES
-from .peak import plan_from_modes, unit_kept, uniform_plan, window_iteration
+from .charts import (fixed_bars, fixed_figure, mode_name, svg, sweep_figure, sweep_points,
+                     timeline_figure, timeline_series, unit_bars, units_figure)
+from .peak import window_iteration
 from .plan_file import PlanResult
-from .svg_charts import (fixed_chart, mode_legend, mode_name, pattern_defs, sweep_chart,
-                         timeline_chart, timeline_legend, units_chart)
 from .timeline import Timeline
 
 __all__ = ['memory_report_html', 'write_memory_report']
@@ -38,15 +38,7 @@ h1{font-size:20px;margin:6px 0 8px}h2{font-size:16px;margin:22px 0 6px;
  border-radius:4px;padding:5px 10px}.card b{display:block;font-size:15px}
 .card small{color:#555;font-size:12px}
 .scroll{overflow-x:auto;background:#fff;border:1px solid #ddd}
-.units{display:flex;align-items:flex-start}.units>svg{flex:none;background:#fff}
-svg text{font-family:system-ui,sans-serif}.tick{font-size:11px;fill:#333}
-.axis-title{font-size:12px;fill:#222}.phase{font-size:12px;font-weight:600;fill:#444}
-.budget{font-size:12px;fill:#c00000;font-weight:600}.peak-label{font-size:12px;
- font-weight:600;fill:#111}.small{font-size:9px;fill:#444}.legend{font-size:12px}
-text.unit-label{font:11px ui-monospace,'DejaVu Sans Mono',monospace;fill:#222}
-text.chosen{font-size:11px;font-weight:700}
-ul.legend{list-style:none;padding:0;margin:4px 0;display:flex;flex-wrap:wrap;gap:4px 18px}
-.swatch{margin-right:14px;white-space:nowrap}
+.scroll>svg{display:block}
 table{border-collapse:collapse;background:#fff;font-size:12px}
 th,td{border:1px solid #ddd;padding:2px 7px;text-align:right}th{background:#eef1f5;
  cursor:pointer;position:sticky;top:0}td:nth-child(2),th:nth-child(2){text-align:left;
@@ -70,11 +62,16 @@ document.querySelectorAll('table.sortable th').forEach(function (th, col) {
       .forEach(function (r) { body.appendChild(r); });
   });
 });
-(function () {  /* do the unit names overlap as laid out here? (read by tests) */
-  var r = Array.from(document.querySelectorAll('#units text.unit-label'))
-    .map(function (t) { return t.getBoundingClientRect(); }), n = 0;
-  for (var i = 1; i < r.length; i++) if (r[i - 1].right > r[i].left + 0.5) n++;
-  document.body.dataset.labelOverlaps = n;
+(function () {  /* do a chart's texts overlap as laid out here? (read by tests) */
+  var n = 0;
+  document.querySelectorAll('svg[id]').forEach(function (chart) {
+    var r = Array.from(chart.querySelectorAll('text')).map(function (t) {
+      return t.getBoundingClientRect(); }).filter(function (b) { return b.width > 0; });
+    for (var i = 0; i < r.length; i++) for (var j = i + 1; j < r.length; j++)
+      if (r[i].left < r[j].right - 0.5 && r[j].left < r[i].right - 0.5 &&
+          r[i].top < r[j].bottom - 0.5 && r[j].top < r[i].bottom - 0.5) n++;
+  });
+  document.body.dataset.textOverlaps = n;
 })();
 """
 
@@ -158,8 +155,18 @@ def _timeline_section(curves: Mapping[str, Timeline], result: PlanResult) -> str
         return head + ('<p class="note">No timeline was recorded: record one with '
                        '<code>ckptzoo.memory.timeline.record_timelines()</code> around the '
                        'planning.</p>')
-    return (head + '<div class="scroll">' + timeline_chart(curves, result.budget_bytes) +
-            '</div>' + timeline_legend(curves))
+    data = timeline_series(curves)
+    main = data.curves.get('plan') or next(iter(data.curves.values()))
+    fig = timeline_figure(data, result.budget_bytes, timelines=curves,
+                          cuda=any(t.cuda for t in curves.values()))
+    groups = {f'curve-{n}': {'class': 'curve', 'data-label': label,
+                             'data-max-bytes': c.peak_bytes, 'data-points': len(c.x)}
+              for n, (label, c) in enumerate(data.curves.items())}
+    chart = svg(fig, 'timeline', {'data-max-bytes': main.peak_bytes,
+                                  'data-budget': result.budget_bytes}, groups)
+    notes = ''.join(f'<p class="note"><b>{_e(label)}</b>: {_e(tl.note)}</p>'
+                    for label, tl in curves.items() if tl.note)
+    return head + f'<div class="scroll">{chart}</div>' + notes
 
 
 def _units_section(result: PlanResult) -> str:
@@ -168,10 +175,11 @@ def _units_section(result: PlanResult) -> str:
     if table is None:
         return head + ('<p class="note">No cost table: a plan read back from its file has '
                        'none. Plan with <code>tools/plan_memory.py CONFIG --report</code>.</p>')
-    modes = [m for m in MODES if any(m in u.kept for u in table.units)]
-    axis, chart = units_chart(table, result.plan, result.segments or [])
-    return (head + f'<p>{mode_legend(modes)}</p>' + f'<div class="units">{axis}'
-            f'<div class="scroll">{chart}</div></div>' + _units_table(result, modes))
+    bars = unit_bars(table, result.plan, result.segments or [])
+    groups = {f'unit-{i}': {'class': 'unit', 'data-unit': u.name,
+                            'data-mode': mode_name(u.chosen)} for i, u in enumerate(bars.units)}
+    chart = svg(units_figure(bars), 'units', {'data-units': len(bars.units)}, groups)
+    return head + f'<div class="scroll">{chart}</div>' + _units_table(result, bars.modes)
 
 
 def _units_table(result: PlanResult, modes: list) -> str:
@@ -213,12 +221,14 @@ def _fixed_section(result: PlanResult) -> str:
     table = result.table
     if table is None or not table.fixed:
         return ''
-    plain = sum(unit_kept(table, uniform_plan(table, None)))
-    plan = sum(unit_kept(table, plan_from_modes(table, result.plan, result.segments or [])))
+    bars = fixed_bars(table, result.plan, result.segments or [])
+    chart = svg(fixed_figure(bars, result.budget_bytes), 'fixed',
+                {'data-fixed-bytes': sum(bars.parts.values()),
+                 'data-budget': result.budget_bytes})
     return ('<h2>Fixed memory beside the activations</h2><p class="note">Parameters, '
             'gradients, optimizer state, the batch (and DDP buckets, fp16 copies) do not '
             'depend on the plan; the activations the units keep after the forward do.</p>' +
-            fixed_chart(table.fixed, {'plain': plain, 'plan': plan}, result.budget_bytes))
+            f'<div class="scroll">{chart}</div>')
 
 
 def _sweep_section(result: PlanResult, sweep: Any) -> str:
@@ -226,14 +236,16 @@ def _sweep_section(result: PlanResult, sweep: Any) -> str:
         return ''
     if sweep is True:
         sweep = memory_time_sweep(result.table)
-    sweep = Sweep(*sweep)
+    points = sweep_points(Sweep(*sweep))
     chosen = (result.predicted_peak_bytes, result.predicted_step_time) \
         if result.predicted_step_time is not None else None
+    chart = svg(sweep_figure(points, result.budget_bytes, chosen), 'sweep',
+                {'data-budget': result.budget_bytes, 'data-planner-points': len(points.planner)})
     return ('<h2>Memory / time: the planner against flags set by hand</h2><p class="note">'
             'Predicted from the probe: the planner at budgets from the smallest peak to plain\'s'
             ', per-stage <code>with_cp</code> flags (1 = the stage checkpointed), every unit '
-            '<code>full</code> and Chen\'s sqrt(n) segments.</p><div class="scroll">' +
-            sweep_chart(sweep.planner, sweep.baselines, result.budget_bytes, chosen) + '</div>')
+            '<code>full</code> and Chen\'s sqrt(n) segments.</p>' +
+            f'<div class="scroll">{chart}</div>')
 
 
 def memory_report_html(result: PlanResult, timelines: Any = None, sweep: Any = None,
@@ -243,7 +255,7 @@ def memory_report_html(result: PlanResult, timelines: Any = None, sweep: Any = N
     title = title or 'Memory plan'
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<title>{_e(title)}</title><meta name="viewport" content="width=device-width">'
-            f'<style>{_STYLE}</style></head><body><main>{pattern_defs()}'
+            f'<style>{_STYLE}</style></head><body><main>'
             f'<h1>{_e(title)}</h1>' + _summary(result) + _timeline_section(curves, result) +
             _units_section(result) + _fixed_section(result) + _sweep_section(result, sweep) +
             f'</main><script>{_SCRIPT}</script></body></html>\n')

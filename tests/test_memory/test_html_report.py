@@ -1,22 +1,28 @@
 """The memory report: timelines recorded in the planner's own steps (the chosen plan's maximum is
-its measured peak, exactly), and the page: one bar group per unit, the budget line where the
-budget is, nothing fetched from the network, readable and small with 150 units."""
+its measured peak, exactly); what each chart shows (the plan's curve peaks at the measured peak,
+the budget is drawn at the budget, every unit in execution order with its mode); the page: the
+charts inline with their key numbers, nothing fetched from the network, no text over another,
+readable and small with 150 units."""
 import json
 import logging
 import random
 import re
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
+from matplotlib.text import Text
 from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.apis.plan import plan_memory
 from ckptzoo.memory import (CostTable, PlanResult, UnitCost, predict_peak, uniform_plan)
-from ckptzoo.memory.html_report import memory_report_html, write_memory_report
 from ckptzoo.memory.baselines import Sweep, memory_time_sweep
+from ckptzoo.memory.charts import (MAX_POINTS, fixed_bars, fixed_figure, sweep_figure,
+                                   sweep_points, timeline_figure, timeline_series, unit_bars,
+                                   units_figure)
+from ckptzoo.memory.html_report import memory_report_html, write_memory_report
 from ckptzoo.memory.step import measure_step, probe_batch, train_step, worst_case_shape
-from ckptzoo.memory.svg_charts import MAX_POINTS
 from ckptzoo.memory.timeline import PHASES, Timeline, TimelineSet, record_timelines
 from tests.test_memory.test_planner import TINY
 
@@ -39,6 +45,39 @@ def planned(tmp_path_factory):
 def _attr(html, element_id, name):
     tag = re.search(rf'<[a-z]+ [^>]*id="{element_id}"[^>]*>', html).group(0)
     return re.search(rf'{name}="([^"]*)"', tag).group(1)
+
+
+def layout_problems(fig):
+    """What a reader could not read, as matplotlib lays ``fig`` out: two drawn texts whose
+    boxes overlap, a text (partly) outside the figure, a legend over an axes' data area."""
+    drawn, draw = [], Text.draw
+
+    def recording(text, renderer):
+        if text.get_visible() and text.get_text().strip():
+            drawn.append(text)
+        return draw(text, renderer)
+    with mock.patch.object(Text, 'draw', recording):
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in drawn]
+    page = fig.bbox.padded(1)
+    problems = [f'{text!r} outside the figure' for text, b in boxes
+                if not (page.x0 <= b.x0 and b.x1 <= page.x1 and page.y0 <= b.y0 and
+                        b.y1 <= page.y1)]
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            if box_a.padded(-0.5).overlaps(box_b.padded(-0.5)):
+                problems.append(f'{a!r} overlaps {b!r}')
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    for legend in legends:
+        for ax in fig.axes:
+            if legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer)):
+                problems.append('a legend covers an axes')
+    return problems
+
+
+def _line(fig, gid):
+    return next(line for ax in fig.axes for line in ax.get_lines() if line.get_gid() == gid)
 
 
 def test_the_plans_timeline_peaks_at_its_measured_peak(planned):
@@ -79,25 +118,62 @@ def test_measure_step_records_without_changing_the_peak(planned):
     assert timeline.activity_at(timeline.peak_index) in timeline.activities
 
 
+def test_the_charts_data(planned):
+    """What the charts show, as numbers: the plan's curve peaks at the measured peak byte for
+    byte (and is drawn so), the budget line is at the budget, every unit is in the units chart
+    in execution order with its chosen mode, the fixed part is the table's; no chart has a
+    text over another or a legend over data."""
+    _, _, result, timelines = planned
+    series = timeline_series(timelines.curves(result))
+    plan = series.curves['plan']
+    assert plan.peak_bytes == max(plan.y) == result.measured_peak_bytes
+    assert [p for p, _, _ in series.phases] == list(PHASES)
+    assert all(0 <= x <= 1 for c in series.curves.values() for x in c.x)
+    assert series.phases[0][1] == 0 and series.phases[-1][2] == pytest.approx(1)
+    fig = timeline_figure(series, result.budget_bytes, timelines=timelines.curves(result))
+    assert set(_line(fig, 'budget').get_ydata()) == {result.budget_bytes / MiB}
+    assert max(_line(fig, 'curve-1').get_ydata()) == result.measured_peak_bytes / MiB
+    bars = unit_bars(result.table, result.plan, result.segments)
+    assert [u.name for u in bars.units] == result.table.names == list(result.plan)
+    assert [u.chosen for u in bars.units] == list(result.plan.values())
+    assert bars.units[0].kept == result.table.units[0].kept
+    fixed = fixed_bars(result.table, result.plan, result.segments)
+    assert fixed.parts == result.table.fixed
+    assert fixed.kept['plan'] < fixed.kept['plain']
+    points = sweep_points(memory_time_sweep(result.table, points=3))
+    assert points.named.keys() >= {'all off', 'every unit full'}
+    assert all(len(flags) == 4 and set(flags) <= {'0', '1'} for flags in points.stages)
+    chosen = (result.predicted_peak_bytes, result.predicted_step_time)
+    for figure in (fig, units_figure(bars), fixed_figure(fixed, result.budget_bytes),
+                   sweep_figure(points, result.budget_bytes, chosen)):
+        assert layout_problems(figure) == []
+
+
 def test_the_page(planned, tmp_path):
     _, _, result, timelines = planned
     sweep = memory_time_sweep(result.table, points=3)
     path = write_memory_report(result, str(tmp_path / 'report.html'), timelines, sweep)
     html = open(path, encoding='utf-8').read()
-    units = re.findall(r'<g class="unit" data-unit="([^"]+)"', html)
-    assert units == result.table.names == list(result.plan)
+    for chart in ('timeline', 'units', 'fixed', 'sweep'):
+        assert html.count(f'<svg id="{chart}"') == 1
+    units = re.findall(r'class="unit" data-unit="([^"]+)" data-mode="([^"]+)">(?:\s*<g[^>]*>)*'
+                       r'(?:\s*<[^>]*>)*?\s*<text[^>]*>([^<]+)</text>', html)
+    assert [(u, m) for u, m, _ in units] == [(n, m or 'plain') for n, m in result.plan.items()]
+    assert [text for u, _, text in units] == [u for u, _, _ in units]  # the name is drawn
     assert int(_attr(html, 'timeline', 'data-max-bytes')) == result.measured_peak_bytes
-    assert int(_attr(html, 'budget', 'data-bytes')) == result.budget_bytes
-    y0, px = float(_attr(html, 'timeline', 'data-y0')), \
-        float(_attr(html, 'timeline', 'data-px-per-mib'))
-    assert float(_attr(html, 'budget', 'y1')) == pytest.approx(
-        y0 - result.budget_bytes / MiB * px, abs=0.06)
-    assert re.search(r'<circle class="peak" data-label="plan" data-bytes="(\d+)"',
+    assert int(_attr(html, 'timeline', 'data-budget')) == result.budget_bytes
+    assert re.search(r'class="curve" data-label="plan" data-max-bytes="(\d+)"',
                      html).group(1) == str(result.measured_peak_bytes)
-    assert len(re.findall('<circle class="planner"', html)) == len(sweep.planner) <= 3
-    assert 'id="sweep"' in html and 'id="fixed"' in html and 'id="unit-table"' in html
+    assert 'id="timeline-budget"' in html and 'id="timeline-peak-label"' in html
+    assert int(_attr(html, 'sweep', 'data-planner-points')) == len(sweep.planner) <= 3
+    assert int(_attr(html, 'fixed', 'data-fixed-bytes')) == sum(result.table.fixed.values())
+    assert 'id="unit-table"' in html
+    # text stays text (searchable, selectable); ids are unique on the page
+    assert re.search(r'<text[^>]*>forward</text>', html)
+    ids = re.findall(r' id="([^"]+)"', html)
+    assert len(ids) == len(set(ids))
     # opens from disk: nothing from the network, no external script, style or image
-    assert not re.search(r'https?://|<link|src=|@import', html)
+    assert not re.search(r'https?://|<link|src=|@import|<\?xml|<!DOCTYPE svg', html)
     assert len(html) < 500_000
 
 
@@ -135,30 +211,30 @@ def _synthetic(n, points):
 
 
 def test_150_units_stay_readable_and_small(tmp_path):
-    """The units chart widens with the units (the page scrolls it); the names, written
-    vertically, are at least a line apart and have room below the bars; each curve keeps at
-    most MAX_POINTS points and its exact maximum; the file stays under 5 MB."""
+    """The units chart widens with the units (the page scrolls it) so that the names, written
+    vertically, overlap nothing; each curve keeps at most MAX_POINTS points and its exact
+    maximum; the file stays under 5 MB."""
     result, curves = _synthetic(150, 200_000)
+    series = timeline_series(curves)
+    for label, tl in curves.items():
+        assert len(series.curves[label].x) <= MAX_POINTS
+        assert max(series.curves[label].y) == series.curves[label].peak_bytes == tl.max_bytes
     sweep = Sweep([(1_500_000_000, 1.5), (2_000_000_000, 1.2)],
                   {'all off': (2_600_000_000, 1.0), 'Chen sqrt(n)': (1_400_000_000, 1.4)})
     path = write_memory_report(result, str(tmp_path / 'r.html'), curves, sweep)
     html = open(path, encoding='utf-8').read()
     assert len(html.encode()) < 5 * 10 ** 6
-    assert len(re.findall(r'<g class="unit" ', html)) == 150
+    assert len(re.findall(r'class="unit" data-unit=', html)) == 150
     for label, tl in curves.items():
-        path_tag = re.search(rf'<path class="curve" data-label="{label}"[^>]*>', html).group(0)
-        assert int(re.search(r'data-points="(\d+)"', path_tag).group(1)) <= MAX_POINTS
-        assert int(re.search(r'data-max-bytes="(\d+)"', path_tag).group(1)) == tl.max_bytes
+        tag = re.search(rf'class="curve" data-label="{label}"[^>]*>', html).group(0)
+        assert int(re.search(r'data-points="(\d+)"', tag).group(1)) <= MAX_POINTS
+        assert int(re.search(r'data-max-bytes="(\d+)"', tag).group(1)) == tl.max_bytes
     assert int(_attr(html, 'timeline', 'data-max-bytes')) == result.measured_peak_bytes
-    font = float(_attr(html, 'units', 'data-label-font'))
-    labels = re.findall(r'<text class="unit-label" x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]+)<',
-                        html)
-    xs = [float(x) for x, _, _ in labels]
-    assert len(xs) == 150 and min(b - a for a, b in zip(xs, xs[1:])) >= font
-    height = float(_attr(html, 'units', 'height'))
-    longest = max(len(name) for *_, name in labels)
-    assert float(labels[0][1]) + longest * font * 0.62 <= height  # monospace: 0.6 em a char
-    assert float(_attr(html, 'units', 'width')) >= 150 * font
+    fig = units_figure(unit_bars(result.table, result.plan))
+    assert layout_problems(fig) == []
+    names = fig.axes[1].get_xticklabels()
+    assert len(names) == 150 and min(t.get_fontsize() for t in names) >= 8
+    assert layout_problems(timeline_figure(series, result.budget_bytes)) == []
 
 
 def test_a_plan_without_table_or_timelines_and_buckets():
@@ -168,7 +244,7 @@ def test_a_plan_without_table_or_timelines_and_buckets():
     saved = PlanResult.from_json(json.loads(json.dumps(_synthetic(3, 10)[0].to_json())))
     html = memory_report_html(saved)
     assert 'No cost table' in html and 'No timeline was recorded' in html
-    assert '<g class="unit"' not in html
+    assert 'class="unit"' not in html and '<svg id="units"' not in html
     result, curves = _synthetic(4, 50)
     result.buckets = [SimpleNamespace(shape=(320, 480), plan=dict.fromkeys(result.plan, 'full'),
                                       segments=[], predicted_peak_bytes=10 * MiB,

@@ -1,7 +1,8 @@
 """The memory report of a RetinaNet plan made on the CPU, opened in a real browser (headless
-Chromium): the rendered page has one bar group per checkpoint unit, the timeline's maximum is
-the plan file's measured peak, the budget line sits at the budget, the unit names do not
-overlap as laid out, and a 1280x800 screenshot shows the page."""
+Chromium): the rendered page has its four charts, one group per checkpoint unit in execution
+order with its mode and its name drawn, the timeline's maximum is the plan file's measured peak
+and its budget the plan's, no chart's texts overlap as the browser laid them out, and a
+1280x800 screenshot shows the page."""
 import json
 import os.path as osp
 import re
@@ -56,28 +57,29 @@ def test_retinanet_report_in_a_browser(tmp_path, monkeypatch):
                      year=year, names=('aeroplane', 'bicycle', 'bird'))
     report, out = tmp_path / 'report.html', tmp_path / 'plan.json'
     assert load_tool('plan_memory.py').main(
-        [CONFIG, '--budget', BUDGET, '--out', str(out), '--report', str(report),
+        [CONFIG, '--budget', BUDGET, '--out', str(out), '--report', str(report), '--sweep',
          '--cfg-options', *TINY_R18]) == 0
     plan = json.loads(out.read_text())
     assert set(plan['plan'].values()) - {None}, 'the budget should need checkpoints'
+    with Image.open(tmp_path / 'plan.png') as img:  # --sweep's PNG: the report's sweep figure
+        assert img.format == 'PNG' and img.size[0] > 600
 
     dom = _browse(['--dump-dom', '--virtual-time-budget=2000'], report.as_uri())
-    assert re.findall(r'<g class="unit" data-unit="([^"]+)"', dom) == list(plan['plan'])
-    modes = re.findall(r'<g class="unit" data-unit="[^"]+" data-mode="([^"]+)"', dom)
-    assert modes == [m or 'plain' for m in plan['plan'].values()]
-    assert re.search(r'<body[^>]* data-label-overlaps="0"', dom), 'the script ran, no overlap'
-    timeline = _attrs(re.search(r'<svg id="timeline"[^>]*>', dom).group(0))
-    assert int(timeline['data-max-bytes']) == plan['measured_peak_bytes']
-    y0, px_per_mib = float(timeline['data-y0']), float(timeline['data-px-per-mib'])
-
-    def y_of(nbytes):
-        return y0 - nbytes / 2 ** 20 * px_per_mib
-    budget = _attrs(re.search(r'<line id="budget"[^>]*>', dom).group(0))
-    assert int(budget['data-bytes']) == plan['budget_bytes']
-    assert float(budget['y1']) == pytest.approx(y_of(plan['budget_bytes']), abs=0.06)
-    curve = _attrs(re.search(r'<path class="curve" data-label="plan"[^>]*>', dom).group(0))
-    top = min(float(y) for y in re.findall(r'[ML][\d.]+,([\d.]+)', curve['d']))
-    assert top == pytest.approx(y_of(plan['measured_peak_bytes']), abs=0.06)  # as drawn
+    charts = {name: _attrs(tag) for tag, name in
+              re.findall(r'(<svg id="(timeline|units|fixed|sweep)"[^>]*>)', dom)}
+    assert sorted(charts) == ['fixed', 'sweep', 'timeline', 'units']
+    units = re.findall(r'class="unit" data-unit="([^"]+)" data-mode="([^"]+)">(?:\s*<[^>]*>)*?'
+                       r'\s*<text[^>]*>([^<]+)</text>', dom)
+    assert [u for u, _, _ in units] == list(plan['plan'])
+    assert [m for _, m, _ in units] == [m or 'plain' for m in plan['plan'].values()]
+    assert [text for _, _, text in units] == list(plan['plan'])  # each name drawn as text
+    assert re.search(r'<body[^>]* data-text-overlaps="0"', dom), 'the script ran, no overlap'
+    assert int(charts['timeline']['data-max-bytes']) == plan['measured_peak_bytes']
+    assert int(charts['timeline']['data-budget']) == plan['budget_bytes']
+    assert int(charts['units']['data-units']) == len(plan['plan'])
+    curve = _attrs(re.search(r'<g [^>]*class="curve" data-label="plan"[^>]*>', dom).group(0))
+    assert int(curve['data-max-bytes']) == plan['measured_peak_bytes']
+    assert 'id="timeline-budget"' in dom
 
     shot = tmp_path / 'shot.png'
     _browse([f'--screenshot={shot}', '--window-size=1280,800'], report.as_uri())
