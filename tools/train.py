@@ -19,6 +19,7 @@ from ckptzoo.runner import TrainingPreempted, init_dist  # noqa: E402
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.work_dir import check_work_dir  # noqa: E402
+from ckptzoo.runner.work_dir_lock import WorkDirLocked, lock_work_dir  # noqa: E402
 from ckptzoo.utils.config_dump import config_dump_path  # noqa: E402
 from ckptzoo.utils.logger import get_root_logger  # noqa: E402
 
@@ -104,6 +105,18 @@ def main(argv=None):
         init_dist(args.launcher, **dist_params)
     rank, world_size = get_dist_info()
 
+    try:  # before anything is written into the work dir, or anything is built
+        lock = lock_work_dir(cfg.work_dir, distributed)
+    except WorkDirLocked as exc:
+        sys.exit(f'error: {exc}')
+    try:
+        _train(args, cfg, distributed, rank, world_size)
+    finally:  # also on an exception and on preemption (a kill -9 releases the flock)
+        if lock is not None:
+            lock.release()
+
+
+def _train(args, cfg, distributed, rank, world_size):
     os.makedirs(osp.abspath(cfg.work_dir), exist_ok=True)
     timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
     dump_file, source = config_dump_path(args.config, cfg.work_dir, timestamp)
