@@ -16,6 +16,7 @@ from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
 from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget  # noqa: E402
 from ckptzoo.runner import TrainingPreempted, init_dist  # noqa: E402
+from ckptzoo.runner.preemption import exit_within_deadline  # noqa: E402
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.work_dir import check_work_dir  # noqa: E402
@@ -111,6 +112,9 @@ def main(argv=None):
         sys.exit(f'error: {exc}')
     try:
         _train(args, cfg, distributed, rank, world_size)
+    except TrainingPreempted as exc:
+        exit_within_deadline(exc)  # stopped at once: what is left of the exit is bounded too
+        raise
     finally:  # also on an exception and on preemption (a kill -9 releases the flock)
         if lock is not None:
             lock.release()

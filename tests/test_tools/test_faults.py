@@ -343,3 +343,23 @@ def test_the_work_dir_lock_is_released_after_a_preemption_and_an_error(tmp_path)
     code, log = _train(cfg, work, tmp_path / 'c.txt', '--auto-resume')
     assert code == 0 and 'resumed epoch 0, iter 3' in log, log[-3000:]
     assert 'took over' not in log and not (work / '.ckptzoo.lock').exists()
+
+
+def test_a_stop_at_once_ends_the_process_within_5_s_whatever_its_exit_path_waits_for(
+        tmp_path):
+    """Stopped after the grace period (1 s) while stuck in the evaluation, with 2 loader
+    workers and a non-daemon thread that the interpreter would wait 60 s for at exit: the
+    process exits 143 within the documented 5 s of the stop."""
+    cfg, work, log = _config(tmp_path, 'epoch', workers=2), tmp_path / 'work', tmp_path / 'l.txt'
+    proc = start_train([cfg, '--work-dir', str(work)], log, CKPTZOO_FAULT='HANG:eval:10',
+                       CKPTZOO_PREEMPTION_GRACE='1', CKPTZOO_LINGER='60')
+    _poll_log(log, 'stuck in the evaluation after iteration 10', proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    _poll_log(log, 'SIGTERM not honoured within 1 s: stopping now', proc)
+    stopped = time.monotonic()
+    code, = wait([proc], timeout=60)
+    took = time.monotonic() - stopped
+    out = open(log).read()
+    assert code == 143 and took < 5 + 1.5, (took, out[-3000:])
+    assert 'the run did not end within 5 s of stopping: exiting with status 143' in out
+    assert _load(work / 'epoch_2.pth')['meta']['iter'] == 10
