@@ -107,6 +107,7 @@ class BaseRunner:
         self._resume_inner_iter = 0  # batches of the current epoch already trained (resume)
         self._in_train_iter = False  # between train_step and the iteration counter's increment
         self._last_finite_ckpt = None
+        self.resumed_from = None  # the checkpoint path given to resume() (hooks name it)
         self._preemption = PreemptionFlag(last_checkpoint=self._latest_checkpoint,
                                           logger=logger)
         self.data_loader = None
@@ -460,6 +461,7 @@ class BaseRunner:
         if map_location == 'default':
             map_location = 'cpu'
         self.logger.info('resume from %s', checkpoint)
+        self.resumed_from = checkpoint
         ckpt = load_file(checkpoint, map_location)
         ckpt_meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
         if not isinstance(ckpt_meta, dict) or 'iter' not in ckpt_meta:
