@@ -8,7 +8,7 @@ import time
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 import torch  # noqa: E402
-from mmengine.config import DictAction  # noqa: E402
+from ckptzoo.utils.dict_action import DictAction  # noqa: E402
 
 import ckptzoo  # noqa: E402
 from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402

@@ -259,3 +259,23 @@ def test_syntax_error_in_a_base_file_is_named(tmp_path):
                                                     f"{tmp_path / 'toy.py'})")) as info:
         _load_train_module().main([str(tmp_path / 'toy.py')])
     assert info.value.lineno == 1
+
+
+def test_cfg_options_keep_spaces_inside_a_value_and_parse_the_rest_as_mmengine():
+    """mmengine's DictAction drops every space ("runs/a b" became runs/ab); here only the
+    spaces around values and elements go."""
+    args = load_tool('train.py').parse_args([
+        'cfg.py', '--cfg-options', 'work_dir=runs/a b', "load_from='my ckpt.pth'",
+        'model.backbone.out_indices=(1, 2, 3)', 'a=[1, 2]', 'b=[(1, 2), [x y, z]]', 'c=1,2',
+        'd=None', 'e=False', 'f=1e-3', 'g= 7 '])
+    assert args.cfg_options == {
+        'work_dir': 'runs/a b', 'load_from': 'my ckpt.pth',
+        'model.backbone.out_indices': (1, 2, 3), 'a': [1, 2], 'b': [(1, 2), ['x y', 'z']],
+        'c': [1, 2], 'd': None, 'e': False, 'f': 1e-3, 'g': 7}
+    for tool in ('test.py', 'plan_memory.py'):
+        parse = load_tool(tool).parse_args
+        argv = ['cfg.py'] + (['ckpt.pth', '--eval', 'mAP'] if tool == 'test.py' else [])
+        assert parse(argv + ['--cfg-options', 'work_dir=runs/a b']).cfg_options == {
+            'work_dir': 'runs/a b'}
+    with pytest.raises(SystemExit):  # unbalanced: a usage error, not an AssertionError
+        load_tool('train.py').parse_args(['cfg.py', '--cfg-options', 'a=[1, 2'])
