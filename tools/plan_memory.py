@@ -29,7 +29,8 @@ import tempfile
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
-from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.config import Config  # noqa: E402
+from ckptzoo.utils.dict_action import DictAction  # noqa: E402
 
 from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # noqa: E402
                           prepare_synthetic_data, set_random_seed)

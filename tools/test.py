@@ -11,7 +11,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 import mmengine  # noqa: E402
 import torch  # noqa: E402
-from mmengine.config import DictAction  # noqa: E402
+from ckptzoo.utils.dict_action import DictAction  # noqa: E402
 
 from ckptzoo.apis import multi_gpu_test, prepare_synthetic_data, single_gpu_test  # noqa: E402
 from ckptzoo.apis.config import load_config  # noqa: E402

@@ -9,7 +9,7 @@ import warnings
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 import torch  # noqa: E402
-from mmengine.config import DictAction  # noqa: E402
+from ckptzoo.utils.dict_action import DictAction  # noqa: E402
 
 import ckptzoo  # noqa: E402
 from ckptzoo.apis import (build_train_datasets, build_train_model,  # noqa: E402
@@ -18,9 +18,11 @@ from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.apis.plan import check_plan_outputs  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget  # noqa: E402
 from ckptzoo.runner import TrainingPreempted, init_dist  # noqa: E402
+from ckptzoo.runner.preemption import exit_within_deadline  # noqa: E402
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.work_dir import check_work_dir  # noqa: E402
+from ckptzoo.runner.work_dir_lock import WorkDirLocked, lock_work_dir  # noqa: E402
 from ckptzoo.utils.config_dump import config_dump_path  # noqa: E402
 from ckptzoo.utils.logger import get_root_logger  # noqa: E402
 
@@ -110,6 +112,21 @@ def main(argv=None):
         init_dist(args.launcher, **dist_params)
     rank, world_size = get_dist_info()
 
+    try:  # before anything is written into the work dir, or anything is built
+        lock = lock_work_dir(cfg.work_dir, distributed)
+    except WorkDirLocked as exc:
+        sys.exit(f'error: {exc}')
+    try:
+        _train(args, cfg, distributed, rank, world_size, config_warnings)
+    except TrainingPreempted as exc:
+        exit_within_deadline(exc)  # stopped at once: what is left of the exit is bounded too
+        raise
+    finally:  # also on an exception and on preemption (a kill -9 releases the flock)
+        if lock is not None:
+            lock.release()
+
+
+def _train(args, cfg, distributed, rank, world_size, config_warnings=()):
     os.makedirs(osp.abspath(cfg.work_dir), exist_ok=True)
     if cfg.get('memory_budget') is not None:  # the plan's files: checked before any work
         try:

@@ -68,14 +68,94 @@ def load_config(filename: str, cfg_options: dict | None = None) -> Config:
     filename = str(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'config file {filename!r} not found')
+    _check_base_cycle(filename)  # mmengine recurses until RecursionError
     try:
         cfg = Config.fromfile(filename)
     except Exception as exc:
+        _raise_on_imports(exc, filename)
         _raise_naming_file(exc, filename)  # always raises
     if cfg_options:
         _check_cli_keys(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
     return cfg
+
+
+def _base_names(path):
+    """The ``_base_`` entries of a config file (from its syntax tree, without running it)."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return []  # mmengine reports it, naming the file
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == '_base_' for t in node.targets):
+            value = node.value
+            items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+            return [item.value for item in items
+                    if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+    return []
+
+
+def _check_base_cycle(filename):
+    """Raise :class:`ConfigError` naming the files of a ``_base_`` cycle (a.py -> b.py -> a.py)
+    before mmengine follows it until ``RecursionError``."""
+    done = set()
+
+    def visit(path, chain):
+        if path in chain:
+            cycle = chain[chain.index(path):] + [path]
+            raise ConfigError('_base_ files form a cycle: ' + ' -> '.join(cycle)
+                              + ': a config cannot inherit from itself; remove one of these '
+                              '_base_ entries')
+        if path in done:
+            return
+        for name in _base_names(path):
+            if '::' in name or '{{' in name:  # a package's config, a predefined variable
+                continue
+            base = osp.abspath(osp.join(osp.dirname(path), osp.expanduser(name)))
+            if osp.isfile(base):
+                visit(base, chain + [path])
+        done.add(path)
+
+    visit(osp.abspath(filename), [])
+
+
+def _raise_on_imports(exc, filename):
+    """mmengine reads a config that imports a module outside its own list of standard-library
+    modules as a pure-Python ("lazy import") config, which cannot use ``_base_``; its error
+    names neither the file nor the import."""
+    if 'lazy_import' not in str(exc):
+        return
+    try:
+        from mmengine.config.utils import _is_builtin_module
+    except ImportError:  # pragma: no cover (another mmengine)
+        return
+    for path in reversed(_files_being_read(exc, filename)):
+        try:
+            with open(path, encoding='utf-8') as f:
+                source = f.read()
+            tree = ast.parse(source, path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules = ['.' * node.level + node.module]
+            else:
+                continue
+            for module in modules:
+                if not _is_builtin_module(module):
+                    text = ast.get_source_segment(source, node)
+                    raise ConfigError(
+                        f'config file {path}, line {node.lineno}: {text!r}: a config with '
+                        f'_base_ can only import modules that mmengine counts as standard '
+                        f'library, and it does not count {module!r} (an import of any other '
+                        f'module makes mmengine read the file as a pure-Python config, '
+                        f'which cannot inherit with _base_). Write the value itself instead '
+                        f'of computing it with {module!r}, or move that code into a module '
+                        f'loaded with custom_imports = dict(imports=[...])') from exc
 
 
 def _files_being_read(exc, filename):

@@ -23,6 +23,7 @@ from ..runner import BaseRunner, EpochBasedRunner, MMDistributedDataParallel
 from ..runner.checkpoint import find_latest_checkpoint
 from ..runner.hooks import Hook
 from ..runner.work_dir import check_work_dir, expand_path
+from ..runner.work_dir_lock import lock_work_dir
 from ..memory.plan_hook import PRIORITY as PLAN_HOOK_PRIORITY, MemoryPlanHook
 from ..utils.model_wrapper import unwrap_model
 from .config import memory_check_interval
@@ -300,10 +301,22 @@ def train_model(model: nn.Module, dataset: Dataset | Sequence[Dataset], cfg: Con
                 logger: logging.Logger | None = None) -> BaseRunner:
     """Train ``model`` on ``dataset`` (a dataset or a list, one per workflow phase): assemble
     the run, load or resume its checkpoint, plan it under ``memory_budget``
-    (:mod:`ckptzoo.apis.plan`), run it; returns the runner."""
+    (:mod:`ckptzoo.apis.plan`), run it; returns the runner. The work dir is held for the run
+    (:mod:`ckptzoo.runner.work_dir_lock`): a second run there fails with ``WorkDirLocked``."""
     for key in ('resume_from', 'load_from'):  # '~' expanded; '' is an error, not "none"
         if cfg.get(key) is not None:
             cfg[key] = expand_path(cfg[key], key, 'a checkpoint file (or None)')
+    # one run per work dir (tools/train.py took it already, before writing its log there)
+    lock = (lock_work_dir(check_work_dir(cfg.work_dir), distributed)
+            if cfg.get('work_dir') is not None else None)
+    try:
+        return _train_model(model, dataset, cfg, distributed, validate, timestamp, meta, logger)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_model(model, dataset, cfg, distributed, validate, timestamp, meta, logger):
     run = build_training(cfg, model, dataset, distributed=distributed, validate=validate,
                          timestamp=timestamp, meta=meta, logger=logger)
     resume_from = cfg.get('resume_from')

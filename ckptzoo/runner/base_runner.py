@@ -107,6 +107,7 @@ class BaseRunner:
         self._resume_inner_iter = 0  # batches of the current epoch already trained (resume)
         self._in_train_iter = False  # between train_step and the iteration counter's increment
         self._last_finite_ckpt = None
+        self.resumed_from = None  # the checkpoint path given to resume() (hooks name it)
         self._preemption = PreemptionFlag(last_checkpoint=self._latest_checkpoint,
                                           logger=logger)
         self.data_loader = None
@@ -377,29 +378,30 @@ class BaseRunner:
         at it. ``index`` defaults to the completed epochs (``epoch_{}``) or iterations."""
         if meta is not None and not isinstance(meta, dict):
             raise TypeError(f'meta must be a dict or None, got {type(meta).__name__}')
-        epochs, iters, inner = self._checkpoint_position()
-        meta = dict(meta or {})
-        if self.meta is not None:
-            meta.update(self.meta)
-        meta.update(epoch=epochs, iter=iters, inner_iter=inner,
-                    time=time.asctime(), ckptzoo_version=__version__)
-        if self._optimizer_hparams is not None:
-            meta['optimizer_hparams'] = self._optimizer_hparams
-        meta['rng_state'] = self._rng_states(iters)
-        if filename_index is None:
-            filename_index = epochs if filename_tmpl.startswith('epoch') else iters
-        filename = filename_tmpl.format(filename_index)
-        filepath = osp.join(out_dir, filename)
-        state_dict = weights_to_cpu(get_state_dict(self.model))
-        meta['finite_weights'] = not nonfinite_tensors(state_dict)
-        checkpoint = dict(meta=meta, state_dict=state_dict)
-        if save_optimizer and self.optimizer is not None:
-            if isinstance(self.optimizer, dict):
-                checkpoint['optimizer'] = {k: o.state_dict() for k, o in self.optimizer.items()}
-            else:
-                checkpoint['optimizer'] = self.optimizer.state_dict()
-        self.call_hook('before_save_checkpoint', checkpoint)  # may refuse non-finite weights
-        with self._preemption.saving():  # a stop at once waits for the complete save
+        with self.saving():  # all of it: a stop at once waits for the complete save
+            epochs, iters, inner = self._checkpoint_position()
+            meta = dict(meta or {})
+            if self.meta is not None:
+                meta.update(self.meta)
+            meta.update(epoch=epochs, iter=iters, inner_iter=inner,
+                        time=time.asctime(), ckptzoo_version=__version__)
+            if self._optimizer_hparams is not None:
+                meta['optimizer_hparams'] = self._optimizer_hparams
+            meta['rng_state'] = self._rng_states(iters)
+            if filename_index is None:
+                filename_index = epochs if filename_tmpl.startswith('epoch') else iters
+            filename = filename_tmpl.format(filename_index)
+            filepath = osp.join(out_dir, filename)
+            state_dict = weights_to_cpu(get_state_dict(self.model))
+            meta['finite_weights'] = not nonfinite_tensors(state_dict)
+            checkpoint = dict(meta=meta, state_dict=state_dict)
+            if save_optimizer and self.optimizer is not None:
+                if isinstance(self.optimizer, dict):
+                    checkpoint['optimizer'] = {k: o.state_dict()
+                                               for k, o in self.optimizer.items()}
+                else:
+                    checkpoint['optimizer'] = self.optimizer.state_dict()
+            self.call_hook('before_save_checkpoint', checkpoint)  # may refuse non-finite weights
             previous = self._last_finite_ckpt
             if meta['finite_weights']:
                 self._set_last_finite(filepath, meta)  # recorded in the checkpoint itself
@@ -410,7 +412,13 @@ class BaseRunner:
                 raise
             if create_symlink:
                 point_latest(out_dir, filename, checkpoint)
-        return filepath
+            return filepath
+
+    def saving(self):
+        """A checkpoint save in progress (a ``with`` block): a stop at once requested meanwhile
+        (a second signal, the grace period) waits for its end, so an announced checkpoint is
+        always written in full."""
+        return self._preemption.saving()
 
     def _rng_states(self, iters):
         """Every rank's random state at ``iters`` (rank 0's own when it saves alone under DDP,
@@ -453,6 +461,7 @@ class BaseRunner:
         if map_location == 'default':
             map_location = 'cpu'
         self.logger.info('resume from %s', checkpoint)
+        self.resumed_from = checkpoint
         ckpt = load_file(checkpoint, map_location)
         ckpt_meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
         if not isinstance(ckpt_meta, dict) or 'iter' not in ckpt_meta:

@@ -1,12 +1,14 @@
-"""Preemption: SIGTERM or SIGINT stop a run between iterations with a resumable checkpoint.
+"""Preemption: SIGTERM, SIGINT or SIGHUP stop a run between iterations with a resumable
+checkpoint.
 
-Clusters preempt jobs with SIGTERM (SIGINT is Ctrl-C). While a runner runs, both only set a
+Clusters preempt jobs with SIGTERM (SIGINT is Ctrl-C; SIGHUP comes from schedulers and closed
+terminals, and is treated as SIGTERM). While a runner runs, each only sets a
 flag; the runner looks at it after every iteration, after every evaluation or validation phase
 (both run inside the iteration or epoch they follow) and so after every checkpoint save. When
 set, it writes ``preempted_iter_<N>.pth`` with the exact position (completed iterations,
 position in the epoch, accumulated gradients, loss-scaler state) and ``latest.pth`` pointing at
-it, then exits with status ``128 + signal number`` (143 for SIGTERM, 130 for SIGINT: what a
-shell reports for a process ended by that signal).
+it, then exits with status ``128 + signal number`` (143 for SIGTERM, 130 for SIGINT, 129 for
+SIGHUP: what a shell reports for a process ended by that signal).
 ``--auto-resume`` continues from it.
 
 A stop that cannot wait for the next iteration still stops. While the run is blocked (an
@@ -17,10 +19,13 @@ at once in the main thread, with the same exit status and no new checkpoint: it 
 complete one, which ``--auto-resume`` continues from. The grace period is
 ``$CKPTZOO_PREEMPTION_GRACE`` seconds (default 20: torchrun, Slurm and Kubernetes send SIGKILL
 30 s after their SIGTERM; ``inf`` waits for the next iteration however long it takes). A stop
-requested during a checkpoint save waits for the save to complete (saves are atomic anyway:
-written to a temporary file, then renamed). Should the run still not have ended 5 s later (the
-exception swallowed, a cleanup that hangs), the process exits with ``os._exit``. A second
-SIGINT interrupts at once (``KeyboardInterrupt``).
+requested during a checkpoint save waits for the save to complete: the whole save (the state
+dict copy, the finiteness check, the hooks' ``before_save_checkpoint``, the write, fsync,
+rename and ``latest.pth``) is one protected section (:meth:`PreemptionFlag.saving`). Should the
+run or the process still not have ended 5 s later (the exception swallowed, a cleanup or an exit
+handler that hangs: ``tools/train.py`` arms :func:`exit_within_deadline`), the process exits
+with ``os._exit``. SIGINT follows the same rules (a second Ctrl-C one second or more after the
+first stops at once, exit status 130).
 
 The handlers belong to the process that installed them: a child forked while they are
 installed (a ``multiprocessing.Pool`` worker, ``os.fork``) starts with the handlers the process
@@ -36,7 +41,8 @@ one rank stops all of them at the same iteration; rank 0 writes, the others wait
 DataLoader workers are shielded: torchrun (``os.killpg``), Ctrl-C and schedulers signal the
 whole process group, and torch's workers die on such a signal, which would end the run with
 "DataLoader worker exited unexpectedly" instead of a checkpoint. In the runner's loaders (and
-the evaluation hooks' loaders) the workers ignore SIGINT and every SIGTERM but their parent's
+the evaluation hooks' loaders) the workers ignore SIGINT, SIGHUP and every SIGTERM but their
+parent's
 (the loader's own shutdown), as torch's handler does for the parent. Forked workers start with
 both signals blocked, so one that arrives before the worker has shielded itself waits for the
 shield; a process forked by a worker gets the default handlers back (one a worker starts with
@@ -53,9 +59,12 @@ import torch
 import torch.distributed as dist
 
 __all__ = ['TrainingPreempted', 'PreemptionFlag', 'PREEMPTION_SIGNALS', 'shield_workers',
-           'GRACE_ENV']
+           'GRACE_ENV', 'exit_within_deadline']
 
-PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# SIGHUP: schedulers and a closed terminal send it; treated as SIGTERM (exit status 129)
+PREEMPTION_SIGNALS = tuple(getattr(signal, name) for name in ('SIGTERM', 'SIGINT', 'SIGHUP')
+                           if hasattr(signal, name))
+_IGNORED_BY_WORKERS = tuple(s for s in PREEMPTION_SIGNALS if s != signal.SIGTERM)
 GRACE_ENV = 'CKPTZOO_PREEMPTION_GRACE'
 DEFAULT_GRACE = 20.0
 EXIT_DEADLINE = 5.0  # after a stop at once, seconds until os._exit if the run has not ended
@@ -94,6 +103,8 @@ def _after_fork_in_child():
         if _shielded_pid is not None:
             _shielded_pid = None
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            if hasattr(signal, 'SIGHUP'):
+                signal.signal(signal.SIGHUP, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     if getattr(_fork, 'mask', None) is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _fork.mask)  # what waited acts now
@@ -203,10 +214,9 @@ class PreemptionFlag:
         if self._expired:
             self._stop_now(f'{signal.Signals(self.signum).name} not honoured within '
                            f'{self.grace:g} s')
-        elif signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop now
-        elif time.monotonic() - self._since >= self.repeat_s:
+        elif time.monotonic() - self._since >= self.repeat_s:  # a second Ctrl-C too
             self._stop_now(f'second {name}')
+        # else: one signal delivered twice (a launcher forwarding its group's, a terminal)
 
     def _thread(self, target):
         threading.Thread(target=target, name='ckptzoo-preemption', daemon=True).start()
@@ -227,6 +237,7 @@ class PreemptionFlag:
             return
         checkpoint = self.last_checkpoint() if self.last_checkpoint else None
         self._stopping = TrainingPreempted(self.signum, checkpoint, stopped_now=reason)
+        self._stopping.deadline = time.monotonic() + EXIT_DEADLINE
         last = f'is {checkpoint}' if checkpoint else 'does not exist yet'
         _say(f'{reason}: stopping now; the last complete checkpoint {last}')
         _restore(self._previous)  # a further signal acts as without the flag
@@ -297,6 +308,29 @@ class PreemptionFlag:
 _EXIT_CODE = PreemptionFlag.__exit__.__code__
 
 
+def exit_within_deadline(exc):
+    """For the process's entry point, once a stop at once (``exc.stopped_now``) has reached it:
+    the process exits with ``exc.code`` by ``os._exit`` unless it has ended by the deadline
+    (5 s after the stop). The flag's own deadline ends with its ``with`` block; what follows it
+    (loader workers joined one by one, exit handlers, threads the interpreter waits for) is
+    bounded by this one."""
+    if not getattr(exc, 'stopped_now', None):
+        return
+
+    def deadline():
+        time.sleep(max(getattr(exc, 'deadline', 0) - time.monotonic(), 0))
+        _say(f'the run did not end within {EXIT_DEADLINE:g} s of stopping: exiting with status '
+             f'{exc.code}')
+        try:  # DataLoader workers end on their parent's SIGTERM (see shield_workers)
+            for child in multiprocessing.active_children():
+                child.terminate()
+        except Exception:  # noqa: BLE001 (exiting anyway)
+            pass
+        os._exit(exc.code)
+
+    threading.Thread(target=deadline, name='ckptzoo-exit-deadline', daemon=True).start()
+
+
 class _ShieldedWorkerInit:
     """``worker_init_fn`` that shields the worker, then calls the loader's own (picklable, for
     the spawn start method)."""
@@ -312,14 +346,15 @@ class _ShieldedWorkerInit:
 
 def _shield_this_worker():
     global _shielded_pid
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in _IGNORED_BY_WORKERS:
+        signal.signal(signum, signal.SIG_IGN)
     if not hasattr(signal, 'pthread_sigmask'):  # Windows: no process groups to worry about
         return
     _shielded_pid = os.getpid()  # its children get the default handlers back
     parent = os.getppid()
     # SIGTERM stays blocked (pending) and one thread waits for it, which tells who sent it
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by _BlockedFork
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _IGNORED_BY_WORKERS)  # blocked by _BlockedFork
 
     def wait():
         while True:

@@ -60,6 +60,32 @@ def test_missing_config_or_base_file_is_named(tmp_path):
         load_config(main)
 
 
+def test_an_import_mmengine_does_not_allow_names_the_module_and_what_to_do(tmp_path):
+    """mmengine: "The configuration file type in the inheritance chain must match ... lazy_import",
+    naming neither the file nor the import."""
+    _write(tmp_path / 'base.py', "model = dict(type='ToyRegressor')\n")
+    cfg = _write(tmp_path / 'cfg.py', "import math\nimport os\n_base_ = ['./base.py']\n"
+                 "work_dir = os.path.join('runs', 'a')\n")
+    with pytest.raises(ConfigError, match=rf"config file {re.escape(cfg)}, line 2: 'import os': "
+                                          r"a config with _base_ can only import modules that "
+                                          r"mmengine counts as standard library, and it does "
+                                          r"not count 'os' .* Write the value itself"):
+        load_config(cfg)
+
+
+def test_a_base_cycle_names_its_files(tmp_path):
+    """a.py -> b.py -> a.py: was a RecursionError after mmengine's deep recursion."""
+    (tmp_path / 'sub').mkdir()
+    a = _write(tmp_path / 'a.py', "_base_ = ['./sub/b.py']\nx = 1\n")
+    b = _write(tmp_path / 'sub' / 'b.py', "_base_ = '../a.py'\ny = 1\n")
+    with pytest.raises(ConfigError, match=rf'_base_ files form a cycle: {re.escape(a)} -> '
+                                          rf'{re.escape(b)} -> {re.escape(a)}: '):
+        load_config(a)
+    _write(tmp_path / 'sub' / 'b.py', "y = 1\n")  # a chain is no cycle
+    c = _write(tmp_path / 'c.py', "_base_ = ['./a.py']\n")
+    assert load_config(c).y == 1
+
+
 def test_cfg_options_top_level_typo_fails_with_close_match():
     with pytest.raises(UnknownKeyError, match=r"unknown config key 'runer' \(from --cfg-options "
                        r"runer.max_epochs\).*did you mean 'runner'\?"):

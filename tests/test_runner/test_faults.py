@@ -173,7 +173,9 @@ def test_sigint_saves_and_exits_130_and_restores_handlers(tmp_path):
     assert signal.getsignal(signal.SIGINT) is before
 
 
-def test_second_sigint_interrupts_at_once(tmp_path):
+def test_two_sigints_at_once_are_one_ctrl_c(tmp_path):
+    """A terminal or launcher may deliver Ctrl-C twice within milliseconds: one stop, with
+    its checkpoint, as for SIGTERM."""
 
     class CtrlCTwice(Hook):
         def after_train_iter(self, runner):
@@ -183,9 +185,64 @@ def test_second_sigint_interrupts_at_once(tmp_path):
 
     runner, data = _runner(tmp_path, OptimizerHook(), ToyDataset(6), ckpt=False)
     runner.register_hook(CtrlCTwice())
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(TrainingPreempted) as err:
         runner.run([data], [('train', 1)])
+    assert err.value.code == 130 and not err.value.stopped_now
+    assert load_file(str(tmp_path / 'preempted_iter_2.pth'))['meta']['iter'] == 2
+
+
+def test_second_sigint_a_second_later_stops_at_once(tmp_path):
+
+    class CtrlCTwice(Hook):
+        def after_train_iter(self, runner):
+            if runner.iter == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+                runner._preemption.repeat_s = 0  # this test's second signal is a real one
+                os.kill(os.getpid(), signal.SIGINT)
+
+    runner, data = _runner(tmp_path, OptimizerHook(), ToyDataset(6), ckpt=False)
+    runner.register_hook(CtrlCTwice())
+    with pytest.raises(TrainingPreempted) as err:
+        runner.run([data], [('train', 1)])
+    assert err.value.code == 130 and err.value.stopped_now == 'second SIGINT'
     assert not list(tmp_path.glob('*.pth'))  # stopped before the end of the iteration
+
+
+def test_sighup_saves_and_exits_129_and_restores_handlers(tmp_path):
+    """SIGHUP (schedulers, a closed terminal) is a stop request like SIGTERM; a child forked
+    during the run has the handler of before the run back."""
+    child_handler = {}
+
+    class HangUp(Hook):
+        def before_run(self, runner):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.write(w, b'1' if signal.getsignal(signal.SIGHUP) is before else b'0')
+                os._exit(0)
+            os.waitpid(pid, 0)
+            child_handler['restored'] = os.read(r, 1) == b'1'
+
+        def after_train_iter(self, runner):
+            if runner.iter == 1:
+                os.kill(os.getpid(), signal.SIGHUP)
+
+    def previous(signum, frame):
+        pass
+
+    before = signal.signal(signal.SIGHUP, previous)
+    before = previous
+    try:
+        runner, data = _runner(tmp_path, OptimizerHook(), ToyDataset(6), ckpt=False)
+        runner.register_hook(HangUp())
+        with pytest.raises(TrainingPreempted) as err:
+            runner.run([data], [('train', 1)])
+        assert signal.getsignal(signal.SIGHUP) is previous
+    finally:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    assert err.value.code == 129 and 'training preempted by SIGHUP' in str(err.value)
+    assert load_file(err.value.checkpoint)['meta']['iter'] == 2
+    assert child_handler == {'restored': True}
 
 
 def test_find_latest_checkpoint_ignores_partial_files(tmp_path):

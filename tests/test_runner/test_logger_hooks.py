@@ -286,3 +286,22 @@ def test_text_logger_cuda_memory_is_the_peak_since_the_last_line(tmp_path, monke
     runner.run_epochs([0, 1, 2, 3], max_epochs=1)
     assert [r['memory'] for r in _json_lines(runner)] == [5, 2]
     assert allocator['resets'] == 2
+
+
+def test_eta_after_a_resume_with_another_batch_size_counts_what_is_left():
+    """Resumed after 2 of 4 epochs of 16 iterations with a 4x batch: 4 iterations an epoch, so
+    max_iters is 16 while the iteration count is 32 (``max_iters - iter`` < 0: the log said
+    ``eta: -1 day, 23:59:35``). Left: 3 of this epoch and 4 of the next."""
+    from types import SimpleNamespace
+    from ckptzoo.runner.hooks.logger.text import TextLoggerHook
+    hook = TextLoggerHook()
+    hook.start_iter = hook._timed_until = 32
+    runner = SimpleNamespace(iter=32, max_iters=16, epoch=2, max_epochs=4, inner_iter=0,
+                             data_loader=[None] * 4, mode='train')
+    assert hook._eta(dict(time=1.0), runner) == '0:00:07'
+    runner.iter, runner.inner_iter = 35, 3  # the epoch's last iteration, timed 1 s each
+    assert hook._eta(dict(time=1.0), runner) == '0:00:04'
+    iter_based = SimpleNamespace(iter=9, max_iters=8, epoch=0, max_epochs=None, inner_iter=0,
+                                 data_loader=None, mode='train')
+    hook.start_iter = hook._timed_until = 9
+    assert hook._eta(dict(time=1.0), iter_based) == '0:00:00'  # never negative

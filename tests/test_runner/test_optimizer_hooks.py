@@ -183,3 +183,44 @@ def test_accumulation_warns_about_batchnorm():
     with pytest.warns(UserWarning, match=r'BatchNorm layers in training mode \(bn\)'):
         _train(IterBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=2),
                loader(ToyDataset(4), 1), model=model, max_iters=2)
+
+
+def _accumulating_run(work_dir, k, resume=None):
+    from ckptzoo.runner import CheckpointHook
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    runner = IterBasedRunner(model, optimizer=optimizer, work_dir=str(work_dir),
+                             logger=quiet_logger(), max_iters=8)
+    runner.register_hook(GradientCumulativeOptimizerHook(cumulative_iters=k),
+                         priority='ABOVE_NORMAL')
+    runner.register_hook(CheckpointHook(interval=3, by_epoch=False))
+    if resume:
+        runner.resume(resume)
+    runner.run([loader(ToyDataset(8))], [('train', 1)])
+    return model
+
+
+def test_resume_inside_a_window_of_another_size_drops_the_gradients(tmp_path, recwarn):
+    """Saved after 3 iterations with cumulative_iters=2 (one iteration's gradients, loss / 2):
+    resumed with 3 they would be a third of a window of 3 each; they are dropped with a
+    warning naming both windows and the checkpoint. Resumed with 2: bit-identical."""
+    reference = _accumulating_run(tmp_path / 'a', 2)
+    ckpt = tmp_path / 'a' / 'iter_3.pth'
+    saved = torch.load(ckpt, weights_only=True)
+    assert saved['accumulation'] == dict(cumulative_iters=2, loss_divisor=2)
+    assert 'accumulated_grads' in saved
+    with pytest.warns(UserWarning) as record:
+        _accumulating_run(tmp_path / 'b', 3, resume=str(ckpt))
+    messages = [str(w.message) for w in record]
+    assert any(f'{ckpt} holds gradients accumulated with cumulative_iters=2 (loss divided by '
+               f'2); this run has cumulative_iters=3 (loss divided by 3) at iteration 3: they '
+               f'are dropped' in m for m in messages), messages
+    recwarn.clear()
+    resumed = _accumulating_run(tmp_path / 'c', 2, resume=str(ckpt))
+    assert not [w for w in recwarn if 'accumulat' in str(w.message)]
+    assert torch.equal(flat_params(resumed), flat_params(reference))
+    # a checkpoint written before the window was stored resumes as it did
+    del saved['accumulation']
+    torch.save(saved, tmp_path / 'old.pth')
+    resumed = _accumulating_run(tmp_path / 'd', 2, resume=str(tmp_path / 'old.pth'))
+    assert torch.equal(flat_params(resumed), flat_params(reference))

@@ -209,6 +209,32 @@ def test_a_stop_at_once_during_a_save_waits_for_the_complete_checkpoint(tmp_path
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
+def test_a_stop_at_once_while_a_save_is_prepared_still_writes_it(tmp_path):
+    """The second SIGTERM arrives after "Saving checkpoint" while the state dict is copied and
+    checked (here: in a hook's before_save_checkpoint): the announced checkpoint is written in
+    full, then the run stops at once naming it."""
+
+    class FirstSigterm(Hook):
+        def after_train_iter(self, runner):  # before the checkpoint hook
+            os.kill(os.getpid(), signal.SIGTERM)
+            runner._preemption.repeat_s = 0  # this test's second signal is a real one
+
+    class SlowCopy(Hook):
+        def before_save_checkpoint(self, runner, checkpoint):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)  # the handler runs here
+
+    runner = _runner(tmp_path, (FirstSigterm(), 'HIGH'), (SlowCopy(), 'NORMAL'), max_iters=3,
+                     ckpt=True)
+    with pytest.raises(TrainingPreempted) as err:
+        runner.run([DataLoader(ToyDataset(3), batch_size=1)], [('train', 1)])
+    assert err.value.code == 143 and err.value.stopped_now == 'second SIGTERM'
+    assert err.value.checkpoint == str(tmp_path / 'iter_1.pth')
+    assert load_file(str(tmp_path / 'iter_1.pth'))['meta']['iter'] == 1
+    assert os.path.realpath(tmp_path / 'latest.pth') == str(tmp_path / 'iter_1.pth')
+    assert sorted(os.listdir(tmp_path)) == ['iter_1.pth', 'latest.pth']
+
+
 @pytest.mark.parametrize('value', ['soon', '0', '-5', 'nan'])
 def test_a_bad_grace_period_fails_before_training(tmp_path, monkeypatch, value):
     monkeypatch.setenv(GRACE_ENV, value)

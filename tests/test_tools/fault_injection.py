@@ -6,7 +6,9 @@ it sends itself ``SIGNAL`` (``TERM`` or ``KILL``) on rank ``RANK`` (default 0) a
 process, as torchrun and Ctrl-C do (the run then starts in a process group of its own);
 ``HANG`` blocks for good at ``POINT`` (a wait that a signal handler's exception interrupts, as
 a ``Pool.join`` that never returns) and ``WEDGE`` also swallows every exception there (only
-``os._exit`` ends it); both first print ``stuck in the evaluation``:
+``os._exit`` ends it); both first print ``stuck in the evaluation``. ``CKPTZOO_LINGER=S`` also
+starts a non-daemon thread that sleeps S seconds (the interpreter waits for it at exit: an exit
+path that hangs):
 
 * ``iter:N`` right after iteration N (1-based; hooks of that iteration have run);
 * ``eval:N`` inside the evaluation that follows iteration N, before the model runs on the data;
@@ -24,6 +26,7 @@ import os.path as osp
 import signal
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -91,6 +94,9 @@ class FaultHook(Hook):
 
     def before_run(self, runner):
         self.runner = runner
+        linger = float(os.environ.get('CKPTZOO_LINGER', 0))
+        if linger:
+            threading.Thread(target=time.sleep, args=(linger, ), name='lingering').start()
         if self.point == 'eval':
             for hook in runner.hooks:
                 if isinstance(hook, EvalHook):

@@ -296,3 +296,70 @@ def test_sigterm_while_stuck_in_evaluation_stops_with_the_last_checkpoint(tmp_pa
         code, out = _train(cfg, work, tmp_path / 'final.txt', '--auto-resume')
         assert code == 0 and 'resumed epoch 2, iter 10' in out, out[-3000:]
         _assert_identical(_load(work / 'latest.pth'), references('epoch'))
+
+
+def _files(work):
+    return {p.name: p.stat().st_mtime_ns for p in work.iterdir()}
+
+
+def test_a_second_run_in_the_same_work_dir_is_refused(tmp_path, references):
+    """Run A is stuck in its evaluation after epoch 2; run B (another seed) in A's work dir
+    stops before writing anything and names A; A's checkpoints are untouched. A stopped, the
+    lock is gone and ``--auto-resume`` continues A's run to the uninterrupted result."""
+    cfg, work = _config(tmp_path, 'epoch'), tmp_path / 'work'
+    log_a = tmp_path / 'a.txt'
+    run_a = start_train([cfg, '--work-dir', str(work)], log_a, CKPTZOO_FAULT='HANG:eval:10',
+                        CKPTZOO_PREEMPTION_GRACE='inf')
+    try:
+        _poll_log(log_a, 'stuck in the evaluation after iteration 10', run_a)
+        before = _files(work)
+        code, log_b = _train(cfg, work, tmp_path / 'b.txt', '--seed', '5')
+        assert code == 1, log_b[-3000:]
+        assert (f'error: work dir {work} is in use by another training run (pid {run_a.pid} '
+                f'on host ') in log_b
+        assert f'delete {work}/.ckptzoo.lock and start again' in log_b
+        assert _files(work) == before and '.ckptzoo.lock' in before  # nothing written
+        os.kill(run_a.pid, signal.SIGTERM)
+        _poll_log(log_a, 'SIGTERM received', run_a)
+        time.sleep(PreemptionFlag.repeat_s + 0.2)
+        os.kill(run_a.pid, signal.SIGTERM)
+        assert wait([run_a], 60) == [143]
+    finally:
+        if run_a.is_alive():
+            run_a.kill()
+    assert not (work / '.ckptzoo.lock').exists()  # released on the way out
+    code, log = _train(cfg, work, tmp_path / 'c.txt', '--auto-resume')
+    assert code == 0 and 'resumed epoch 2, iter 10' in log, log[-3000:]
+    assert 'took over' not in log and not (work / '.ckptzoo.lock').exists()
+    _assert_identical(_load(work / 'latest.pth'), references('epoch'))
+
+
+def test_the_work_dir_lock_is_released_after_a_preemption_and_an_error(tmp_path):
+    cfg, work = _config(tmp_path, 'iter'), tmp_path / 'work'
+    code, log = _train(cfg, work, tmp_path / 'a.txt', fault='TERM:iter:3')
+    assert code == 143 and not (work / '.ckptzoo.lock').exists(), log[-3000:]
+    code, log = _train(cfg, work, tmp_path / 'b.txt', '--resume-from', str(work / 'nope.pth'))
+    assert code == 1 and 'nope.pth' in log and not (work / '.ckptzoo.lock').exists()
+    code, log = _train(cfg, work, tmp_path / 'c.txt', '--auto-resume')
+    assert code == 0 and 'resumed epoch 0, iter 3' in log, log[-3000:]
+    assert 'took over' not in log and not (work / '.ckptzoo.lock').exists()
+
+
+def test_a_stop_at_once_ends_the_process_within_5_s_whatever_its_exit_path_waits_for(
+        tmp_path):
+    """Stopped after the grace period (1 s) while stuck in the evaluation, with 2 loader
+    workers and a non-daemon thread that the interpreter would wait 60 s for at exit: the
+    process exits 143 within the documented 5 s of the stop."""
+    cfg, work, log = _config(tmp_path, 'epoch', workers=2), tmp_path / 'work', tmp_path / 'l.txt'
+    proc = start_train([cfg, '--work-dir', str(work)], log, CKPTZOO_FAULT='HANG:eval:10',
+                       CKPTZOO_PREEMPTION_GRACE='1', CKPTZOO_LINGER='60')
+    _poll_log(log, 'stuck in the evaluation after iteration 10', proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    _poll_log(log, 'SIGTERM not honoured within 1 s: stopping now', proc)
+    stopped = time.monotonic()
+    code, = wait([proc], timeout=60)
+    took = time.monotonic() - stopped
+    out = open(log).read()
+    assert code == 143 and took < 5 + 1.5, (took, out[-3000:])
+    assert 'the run did not end within 5 s of stopping: exiting with status 143' in out
+    assert _load(work / 'epoch_2.pth')['meta']['iter'] == 10

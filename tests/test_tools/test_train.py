@@ -288,3 +288,23 @@ def test_a_plan_file_that_cannot_be_written_fails_before_anything_is_built(tmp_p
         "with memory_budget writes it into the work dir: remove or rename what is there, or "
         "choose another work dir; training did not start")
     assert sorted(p.name for p in work.iterdir()) == [name]  # no log, no config dump
+
+
+def test_cfg_options_keep_spaces_inside_a_value_and_parse_the_rest_as_mmengine():
+    """mmengine's DictAction drops every space ("runs/a b" became runs/ab); here only the
+    spaces around values and elements go."""
+    args = load_tool('train.py').parse_args([
+        'cfg.py', '--cfg-options', 'work_dir=runs/a b', "load_from='my ckpt.pth'",
+        'model.backbone.out_indices=(1, 2, 3)', 'a=[1, 2]', 'b=[(1, 2), [x y, z]]', 'c=1,2',
+        'd=None', 'e=False', 'f=1e-3', 'g= 7 '])
+    assert args.cfg_options == {
+        'work_dir': 'runs/a b', 'load_from': 'my ckpt.pth',
+        'model.backbone.out_indices': (1, 2, 3), 'a': [1, 2], 'b': [(1, 2), ['x y', 'z']],
+        'c': [1, 2], 'd': None, 'e': False, 'f': 1e-3, 'g': 7}
+    for tool in ('test.py', 'plan_memory.py'):
+        parse = load_tool(tool).parse_args
+        argv = ['cfg.py'] + (['ckpt.pth', '--eval', 'mAP'] if tool == 'test.py' else [])
+        assert parse(argv + ['--cfg-options', 'work_dir=runs/a b']).cfg_options == {
+            'work_dir': 'runs/a b'}
+    with pytest.raises(SystemExit):  # unbalanced: a usage error, not an AssertionError
+        load_tool('train.py').parse_args(['cfg.py', '--cfg-options', 'a=[1, 2'])

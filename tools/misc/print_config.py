@@ -5,7 +5,8 @@ import sys
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.config import Config  # noqa: E402
+from ckptzoo.utils.dict_action import DictAction  # noqa: E402
 
 
 def parse_args(argv=None):

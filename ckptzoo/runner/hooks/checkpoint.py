@@ -1,4 +1,5 @@
 """mmcv 1.x CheckpointHook: save every ``interval`` epochs/iterations and keep the newest few."""
+import contextlib
 import glob
 import inspect
 import os
@@ -123,17 +124,21 @@ class CheckpointHook(Hook):
             return
         if self.every_n_epochs(runner, self.interval) or (
                 self.save_last and self.is_last_epoch(runner)):
-            runner.logger.info(f'Saving checkpoint at {runner.epoch + 1} epochs')
-            if self.sync_buffer:
-                allreduce_buffers(runner.model.buffers())
-            self._save_checkpoint(runner)
+            self._announce_and_save(runner, f'{runner.epoch + 1} epochs')
 
     def after_train_iter(self, runner):
         if self.by_epoch:
             return
         if self.every_n_iters(runner, self.interval) or (
                 self.save_last and self.is_last_iter(runner)):
-            runner.logger.info(f'Saving checkpoint at {runner.iter + 1} iterations')
+            self._announce_and_save(runner, f'{runner.iter + 1} iterations')
+
+    def _announce_and_save(self, runner, when):
+        # from the announcement on, one protected section: a stop at once waits for the save
+        saving = runner.saving() if callable(getattr(runner, 'saving', None)) \
+            else contextlib.nullcontext()
+        with saving:
+            runner.logger.info(f'Saving checkpoint at {when}')
             if self.sync_buffer:
                 allreduce_buffers(runner.model.buffers())
             self._save_checkpoint(runner)

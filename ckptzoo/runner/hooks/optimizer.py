@@ -10,7 +10,9 @@ right after a resume at any iteration: with ``k = cumulative_iters``,
 ``divisible = max_iters // k * k`` and ``remainder = max_iters - divisible``, the loss is divided
 by ``k`` before ``divisible`` and by ``remainder`` from there, and the optimizer steps when
 ``(iter + 1) % k == 0`` or at the last iteration. A checkpoint saved inside a window carries the
-gradients accumulated so far, so the resumed run steps with exactly the same gradients.
+gradients accumulated so far, so the resumed run steps with exactly the same gradients; it also
+records the window (``cumulative_iters`` and the loss divisor), and a run resumed under another
+window drops those gradients with a warning instead of mixing window sizes.
 
 Non-finite numbers stop the run (``check_finite=True``, the default; mmcv 1.x trains on with
 NaN): a non-finite loss before its backward, a non-finite gradient norm (when clipping, without
@@ -225,7 +227,38 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
         return (runner.iter + 1) % self.cumulative_iters == 0 \
             or runner.iter + 1 == runner.max_iters
 
+    def _divisor(self, runner, iteration):
+        """The loss divisor of (0-based) ``iteration``."""
+        k = self.cumulative_iters
+        divisible = runner.max_iters // k * k
+        return k if iteration < divisible else runner.max_iters - divisible
+
+    def _check_window(self, runner):
+        """Gradients accumulated under another window (another ``cumulative_iters``, or
+        another loss divisor: another ``max_iters``) would mix window sizes: drop them."""
+        stored, self._stored_window = self._stored_window, None
+        if not self._pending_grads or not isinstance(stored, dict):
+            return  # a checkpoint written before the window was stored: loads as it did
+        now = dict(cumulative_iters=self.cumulative_iters,
+                   loss_divisor=self._divisor(runner, runner.iter))
+        if all(stored.get(key) == value for key, value in now.items()):
+            return
+        self._pending_grads = None
+        self._window_dropped = True
+        where = getattr(runner, 'resumed_from', None) or 'the checkpoint'
+        warnings.warn(f'{where} holds gradients accumulated with cumulative_iters='
+                      f'{stored.get("cumulative_iters")} (loss divided by '
+                      f'{stored.get("loss_divisor")}); this run has cumulative_iters='
+                      f'{now["cumulative_iters"]} (loss divided by {now["loss_divisor"]}) at '
+                      f'iteration {runner.iter}: they are dropped rather than mixed into a window '
+                      'of another size, and the accumulation window restarts (its first step '
+                      'uses fewer iterations)', UserWarning)
+
+    _stored_window = None
+    _window_dropped = False
+
     def before_run(self, runner):
+        self._check_window(runner)  # before the base class restores the pending gradients
         super().before_run(runner)
         norms = [name for name, m in unwrap_model(runner.model).named_modules()
                  if isinstance(m, _BatchNorm) and m.training]
@@ -236,7 +269,8 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
                           f'mode ({shown}); they see batches of samples_per_gpu, not '
                           f'samples_per_gpu x {self.cumulative_iters}, so accumulation is not '
                           'equivalent to the large batch for them', UserWarning)
-        if runner.iter % self.cumulative_iters and not self._had_pending:
+        if runner.iter % self.cumulative_iters and not self._had_pending \
+                and not self._window_dropped:
             warnings.warn(f'resumed at iteration {runner.iter}, inside an accumulation window '
                           f'of {self.cumulative_iters}, from a checkpoint without the '
                           'gradients accumulated before it: the first step uses fewer '
@@ -284,6 +318,11 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
             checkpoint['accumulated_grads'] = _named_grads(runner.model)
         elif gathered is not None and gathered[0] == iters:
             checkpoint['accumulated_grads_per_rank'] = gathered[1]
+        else:
+            return
+        # the window they belong to: a resume under another one drops them (_check_window)
+        checkpoint['accumulation'] = dict(cumulative_iters=self.cumulative_iters,
+                                          loss_divisor=self._divisor(runner, iters - 1))
         # else (a save on rank 0 alone, e.g. the best checkpoint): the other ranks' gradients
         # are unknown, and a resume from it warns that the window restarts
 
@@ -298,6 +337,7 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
                               f'{len(per_rank)} ranks, this run has {runner.world_size}: '
                               'they are not restored', UserWarning)
         self._pending_grads = grads
+        self._stored_window = checkpoint.get('accumulation')
         self._had_pending = bool(grads) or checkpoint['meta']['iter'] % self.cumulative_iters == 0
 
 

@@ -41,6 +41,20 @@ def _round_float(items):
     return items
 
 
+def _iters_left(runner):
+    """Training iterations after the current one, never negative."""
+    loader, max_epochs = runner.data_loader, runner.max_epochs
+    if max_epochs is not None and loader is not None and runner.mode == 'train':
+        try:
+            per_epoch = len(loader)
+        except TypeError:
+            per_epoch = None
+        if per_epoch:
+            left = (max_epochs - runner.epoch - 1) * per_epoch + per_epoch - runner.inner_iter - 1
+            return max(left, 0)
+    return max(runner.max_iters - runner.iter - 1, 0)
+
+
 def _model_cuda_device(model):
     for p in model.parameters():
         return p.device if p.device.type == 'cuda' else None
@@ -119,11 +133,15 @@ class TextLoggerHook(LoggerHook):
         return mem_mb.item()
 
     def _eta(self, log_dict, runner):
+        """The mean time of this run's iterations times the iterations left. Left is counted
+        from the position (epochs to go times the epoch's length): the iteration count of a
+        run resumed with another batch size was made with another epoch length, and
+        ``max_iters - iter`` went negative."""
         done = runner.iter + 1
         self.time_sec_tot += log_dict['time'] * max(done - self._timed_until, 0)
         self._timed_until = done
         time_sec_avg = self.time_sec_tot / max(done - self.start_iter, 1)
-        eta_sec = time_sec_avg * (runner.max_iters - done)
+        eta_sec = time_sec_avg * _iters_left(runner)
         return str(datetime.timedelta(seconds=int(eta_sec)))
 
     def _log_info(self, log_dict, runner):
