@@ -1,3 +1,3 @@
 """ckptzoo: mmcv/mmdet-2.x-style training with activation checkpointing, FP16 and accumulation."""
 from .version import __version__  # noqa: F401
-from . import datasets, models, runner  # noqa: F401  (registers the types)
+from . import core, datasets, models, runner  # noqa: F401  (registers the types)

@@ -10,7 +10,7 @@ from mmengine.config import Config
 
 from ckptzoo.apis.config import check_config, load_config
 from ckptzoo.registry import build_model
-from ckptzoo.structures import BitmapMasks
+from ckptzoo.core.mask import BitmapMasks
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIGS = sorted(p for p in glob.glob(osp.join(ROOT, 'configs', '**', '*.py'), recursive=True)

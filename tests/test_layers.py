@@ -74,3 +74,28 @@ def test_importing_memory_loads_no_apis_module():
     proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _imports_outside(package, allowed):
+    """``path:line imports X`` for every import in ``ckptzoo/<package>`` of a ckptzoo module
+    outside ``allowed`` (package names, dotted)."""
+    found = []
+    for path in sorted((PACKAGE / package).rglob('*.py')):
+        for line, target in _imports(path):
+            if target.startswith('ckptzoo.') and not any(
+                    target == a or target.startswith(a + '.') for a in allowed):
+                found.append(f'{path.relative_to(ROOT)}:{line} imports {target}')
+    return found
+
+
+def test_core_is_a_library_below_the_models():
+    """``ckptzoo.core`` (mmdet 2.x's ``mmdet/core``: anchors, boxes, masks, post-processing) is
+    imported by the models, the data pipeline, the test loop and the planner; it imports none
+    of them, only the ops, the utils and the registries."""
+    assert _imports_outside('core', ['ckptzoo.core', 'ckptzoo.ops', 'ckptzoo.utils',
+                                     'ckptzoo.registry']) == []
+
+
+def test_ops_import_nothing_of_ckptzoo():
+    """``ckptzoo.ops`` (mmcv 1.x's ``mmcv.ops``) is the lowest layer of the model code."""
+    assert _imports_outside('ops', ['ckptzoo.ops']) == []

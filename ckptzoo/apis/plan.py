@@ -39,7 +39,7 @@ from ..memory.plan_fit import fit_changes, made_for
 from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
 from ..memory.report import plan_table
 from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch
-from ..models.task_modules import sampling_at_capacity
+from ..core.bbox import sampling_at_capacity
 from ..runner.dist_utils import get_dist_info
 from ..runner.work_dir import unwritable
 from ..utils.model_wrapper import unwrap_model
@@ -109,7 +109,7 @@ class ProbeSession:
     and ``runner.meta`` are as they were. The steps run the module alone: on CPU the exact
     tracker then does not see DDP's gradient buckets, which :meth:`cost_table` and
     :meth:`measure_step` add (CUDA's allocator counts them anyway). RoI samplers yield their
-    largest counts inside (:func:`~ckptzoo.models.task_modules.sampling_at_capacity`): the
+    largest counts inside (:func:`~ckptzoo.core.bbox.sampling_at_capacity`): the
     plan is for the most RoIs training can see, not for an untrained RPN's few positives."""
 
     def __init__(self, run: TrainingRun):

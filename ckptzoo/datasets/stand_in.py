@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..registry import DATASETS
-from ..structures import BitmapMasks, PolygonMasks
+from ..core.mask import BitmapMasks, PolygonMasks
 from .pipelines.formatting import DEFAULT_META_KEYS
 
 __all__ = ['StandInDataset']

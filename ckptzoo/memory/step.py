@@ -18,7 +18,7 @@ from mmengine.config import Config
 
 from ..runner.hooks.optimizer import OptimizerHook
 from ..runner.utils import get_model_device, move_to_device
-from ..structures import BitmapMasks, PolygonMasks
+from ..core.mask import BitmapMasks, PolygonMasks
 from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
 from .trackers import LiveTensorTracker

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..structures import encode_mask_results
+from ..core.mask import encode_mask_results
 from .dist_utils import get_dist_info
 from .utils import get_model_device, move_to_device, unwrap_model
 

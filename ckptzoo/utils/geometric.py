@@ -1,7 +1,7 @@
 """mmcv.image.geometric's primitives on cv2 / numpy: sizes, resize, rescale, flip, pad.
 
-Shared by the data pipeline (images) and ``ckptzoo.structures`` (instance masks), so both
-scale, flip and pad a pixel grid the same way. Sizes follow mmcv: ``size``/``scale`` is
+Shared by the data pipeline (images) and ``ckptzoo.core.mask.structures`` (instance masks), so
+both scale, flip and pad a pixel grid the same way. Sizes follow mmcv: ``size``/``scale`` is
 ``(w, h)`` (or ``(long, short)`` when keeping the ratio), ``shape`` is ``(h, w)``.
 """
 import numbers

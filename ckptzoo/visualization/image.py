@@ -81,7 +81,7 @@ def draw_masks(img, masks, colors, alpha=MASK_ALPHA):
     """Blend each mask into the RGB uint8 ``img`` (in place) with its colour; a colour already
     taken is nudged (mmdet's ``_get_bias_color``, from a fixed seed here, not numpy's global
     generator). Returns the masks' outlines (cv2 contours) for drawing."""
-    from ..structures import bitmap_to_polygon
+    from ..core.mask import bitmap_to_polygon
     rng = np.random.default_rng(0)
     taken, outlines = set(), []
     for mask, color in zip(masks, colors):

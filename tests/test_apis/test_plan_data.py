@@ -75,7 +75,7 @@ def test_what_the_stand_in_cannot_be_made_from_is_named(tmp_path):
 
 @pytest.mark.parametrize('poly2mask', [True, False])
 def test_a_mask_models_stand_in_carries_the_masks_it_loads(tmp_path, poly2mask):
-    from ckptzoo.structures import BitmapMasks, PolygonMasks
+    from ckptzoo.core.mask import BitmapMasks, PolygonMasks
     cfg, _ = _voc(tmp_path)
     pipeline = cfg.data.train.dataset.pipeline
     load = next(t for t in pipeline if t['type'] == 'LoadAnnotations')

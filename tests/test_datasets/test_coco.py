@@ -349,7 +349,7 @@ def test_short_polygons_beside_valid_ones_are_dropped_with_a_warning(coco_root, 
 def _segm_results(ds, seed=0):
     """(bbox, segm) per image: each object's mask moved by up to 2 px with its box jittered,
     plus false positives with their boxes filled."""
-    from ckptzoo.structures import poly2mask
+    from ckptzoo.core.mask import poly2mask
     rng = np.random.default_rng(seed)
     boxes = _detections(ds, seed)
     results = []
@@ -375,7 +375,7 @@ def _segm_results(ds, seed=0):
 def test_segm_evaluation_equals_cocoeval_on_its_json(coco_root, tmp_path):
     import copy
 
-    from ckptzoo.structures import encode_mask_results
+    from ckptzoo.core.mask import encode_mask_results
     ds = _dataset(coco_root, test_mode=True)
     results = _segm_results(ds)
     prefix = str(tmp_path / 'res')

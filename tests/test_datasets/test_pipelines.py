@@ -306,7 +306,7 @@ def test_load_annotations_reads_polygons_and_rles_as_mmdet():
     import pycocotools.mask as mask_utils
 
     from ckptzoo.datasets.pipelines import LoadAnnotations
-    from ckptzoo.structures import BitmapMasks, PolygonMasks
+    from ckptzoo.core.mask import BitmapMasks, PolygonMasks
     h, w = 40, 60
     polys = [[5, 5, 20, 5, 20, 15, 5, 15], [30, 30, 40, 30, 40, 38]]
     reference = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(polys, h, w)))
@@ -405,7 +405,7 @@ def test_masks_follow_resize_flip_and_pad(poly2mask, keep_ratio):
 def test_format_bundle_and_collate_keep_masks_per_image_on_the_cpu():
     from ckptzoo.datasets.pipelines import DefaultFormatBundle, LoadAnnotations
     from ckptzoo.runner.utils import move_to_device
-    from ckptzoo.structures import BitmapMasks
+    from ckptzoo.core.mask import BitmapMasks
     samples = []
     for boxes in ([[4, 6, 20, 18]], [[4, 6, 20, 18], [30, 2, 58, 30]]):
         r = LoadAnnotations(with_mask=True)(_box_mask_results(40, 60, boxes))

@@ -71,7 +71,7 @@ def test_bad_arguments_are_named(kwargs, message):
 
 @pytest.mark.parametrize('poly2mask', [True, False])
 def test_a_mask_models_samples_carry_one_mask_per_box(poly2mask):
-    from ckptzoo.structures import BitmapMasks, PolygonMasks
+    from ckptzoo.core.mask import BitmapMasks, PolygonMasks
     ds = StandInDataset((48, 80), 3, num_samples=2, boxes_per_image=5,
                         keys=['img', 'gt_bboxes', 'gt_labels', 'gt_masks'], poly2mask=poly2mask)
     sample = ds[0]

@@ -15,7 +15,7 @@ from mmengine.config import Config
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
 from ckptzoo.memory.step import measure_step, probe_batch
-from ckptzoo.models.task_modules import MaxIoUAssigner
+from ckptzoo.core.bbox import MaxIoUAssigner
 from tests.tiny_detector import tiny_voc_retinanet
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))

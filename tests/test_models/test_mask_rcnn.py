@@ -14,7 +14,7 @@ from torch.utils import checkpoint as torch_cp
 from ckptzoo.models import MaskRCNN
 from ckptzoo.registry import build_detector
 from ckptzoo.runner.fp16 import wrap_fp16_model
-from ckptzoo.structures import BitmapMasks, PolygonMasks
+from ckptzoo.core.mask import BitmapMasks, PolygonMasks
 
 from ._coco_tta import ORI_SHAPE, flip_aug_batch, swapped_views
 from ._cp_utils import one_thread

@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 
 from ...registry import TRANSFORMS
-from ...structures import BitmapMasks, PolygonMasks, poly2mask
+from ...core.mask import BitmapMasks, PolygonMasks, poly2mask
 from ..mask_ann import is_polygon_list, mask_ann_problem, process_polygons
 
 _COLOR_FLAGS = {

@@ -1,3 +1,3 @@
-from .image import ImageClassifier, LinearClsHead
+from .image import ImageClassifier
 
-__all__ = ['ImageClassifier', 'LinearClsHead']
+__all__ = ['ImageClassifier']

@@ -6,8 +6,8 @@ tested, it returns per image the proposals as a ``[k, 5]`` float32 array
 """
 import numpy as np
 
+from ...core.bbox import bbox_mapping
 from ...registry import MODELS, check_keys
-from ..heads.anchor_head import bbox_mapping
 from .base import BaseDetector
 
 __all__ = ['RPN']

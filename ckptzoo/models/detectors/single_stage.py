@@ -2,8 +2,8 @@
 
 Keys ``backbone.*``, ``neck.*``, ``bbox_head.*`` as mmdet, so mmdet 2.x checkpoints load.
 """
+from ...core.bbox import bbox2result
 from ...registry import MODELS
-from ..task_modules.bbox_transforms import bbox2result
 from .base import BaseDetector
 
 __all__ = ['SingleStageDetector', 'bbox2result']

@@ -1,5 +1,5 @@
-from .anchor_head import AnchorHead
-from .retina_head import RetinaHead
-from .rpn_head import RPNHead
+"""Heads of classifiers, as mmcls 0.x lays out ``mmcls/models/heads`` (the heads of detectors
+are in ``dense_heads`` and ``roi_heads``, as mmdet 2.x's)."""
+from .linear_head import LinearClsHead, topk_accuracy
 
-__all__ = ['AnchorHead', 'RetinaHead', 'RPNHead']
+__all__ = ['LinearClsHead', 'topk_accuracy']

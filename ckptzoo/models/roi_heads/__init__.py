@@ -1,12 +1,10 @@
-"""The second stage of two-stage detectors (mmdet 2.x ``roi_heads``): RoI feature extraction,
-box heads, the mask head and the standard RoI head."""
-from .bbox_head import BBoxHead
-from .convfc_bbox_head import ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
-from .fcn_mask_head import FCNMaskHead
-from .mask_target import mask_target
-from .roi_align import RoIAlign
-from .single_level_roi_extractor import SingleRoIExtractor
+"""The second stage of two-stage detectors (mmdet 2.x ``roi_heads``): RoI feature extraction
+(``roi_extractors/``), box heads (``bbox_heads/``), the mask head (``mask_heads/``) and the
+standard RoI head."""
+from .bbox_heads import BBoxHead, ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
+from .mask_heads import FCNMaskHead
+from .roi_extractors import SingleRoIExtractor
 from .standard_roi_head import StandardRoIHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
-           'FCNMaskHead', 'mask_target', 'RoIAlign', 'SingleRoIExtractor', 'StandardRoIHead']
+           'FCNMaskHead', 'SingleRoIExtractor', 'StandardRoIHead']

@@ -17,14 +17,13 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ...core.bbox import bbox2result, bbox2roi, bbox_mapping
+from ...core.post_processing import aug_flip, merge_aug_bboxes, merge_aug_masks, multiclass_nms
 from ...registry import MODELS, TASK_UTILS, check_keys
+from ...utils.cfg_get import cfg_get
 from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit, unit_step
-from ..task_modules.bbox_transforms import bbox2result, bbox2roi, bbox_mapping
-from ..task_modules.merge_augs import aug_flip, merge_aug_bboxes, merge_aug_masks
-from ..task_modules.multiclass_nms import multiclass_nms
 from ..utils import apply_init_cfg
 from ..utils.pretrained import load_pretrained
-from ..utils.cfg_get import cfg_get
 
 __all__ = ['StandardRoIHead']
 

@@ -4,3 +4,4 @@ __all__ = ['NORM_LAYERS', 'build_norm_layer']
 from .weight_init import (apply_init_cfg, bias_init_with_prob, constant_init,  # noqa: F401
                           kaiming_init, normal_init, uniform_init, xavier_init)
 from .conv_module import ConvModule, build_activation_layer  # noqa: F401
+from .builder import build_linear_layer  # noqa: F401

@@ -7,7 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ckptzoo.models.roi_heads.fcn_mask_head import FCNMaskHead, _paste_chunks, paste_masks
+from ckptzoo.models.roi_heads.mask_heads.fcn_mask_head import (FCNMaskHead, _paste_chunks,
+                                                               paste_masks)
 from ckptzoo.registry import build_model
 
 MMDET_KEYS = ([f'convs.{i}.conv.{p}' for i in range(4) for p in ('weight', 'bias')]

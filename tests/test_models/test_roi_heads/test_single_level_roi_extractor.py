@@ -2,7 +2,8 @@ import pytest
 import torch
 from torchvision.ops import roi_align
 
-from ckptzoo.models.roi_heads import RoIAlign, SingleRoIExtractor
+from ckptzoo.models.roi_heads import SingleRoIExtractor
+from ckptzoo.ops import RoIAlign
 from ckptzoo.registry import MODELS
 
 STRIDES = [4, 8, 16, 32]

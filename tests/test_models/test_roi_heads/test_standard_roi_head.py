@@ -6,7 +6,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ckptzoo.models.task_modules import bbox2roi, multiclass_nms
+from ckptzoo.core.bbox import bbox2roi
+from ckptzoo.core.post_processing import multiclass_nms
 from ckptzoo.registry import MODELS
 
 from .._cp_utils import one_thread

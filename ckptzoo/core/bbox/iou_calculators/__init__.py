@@ -1,0 +1,3 @@
+from .iou2d_calculator import bbox_overlaps
+
+__all__ = ['bbox_overlaps']

@@ -1,0 +1,3 @@
+from .misc import unmap
+
+__all__ = ['unmap']

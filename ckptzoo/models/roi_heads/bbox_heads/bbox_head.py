@@ -1,0 +1,210 @@
+"""mmdet 2.x ``BBoxHead``: per-RoI classification (``num_classes`` + background) and
+box regression, their training targets and losses, and the detections of one image.
+
+Fixes over mmdet, which leave its results otherwise equal: without ``with_avg_pool`` the RoI
+features are flattened before ``fc_cls`` / ``fc_reg`` (mmdet's plain ``BBoxHead`` passed
+``[K, C, h, w]`` to them and failed); without a regression branch ``get_bboxes`` really clips
+the RoIs to the image (mmdet's in-place clamp hit a copy).
+"""
+import numbers
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.modules.utils import _pair
+
+from ....core.post_processing import multiclass_nms
+from ....registry import MODELS, TASK_UTILS
+from ....runner.fp16 import auto_fp16, force_fp32
+from ....utils.cfg_get import cfg_get
+from ...losses import accuracy
+from ...utils import apply_init_cfg, build_linear_layer
+from ...utils.pretrained import load_pretrained
+
+__all__ = ['BBoxHead']
+
+
+@MODELS.register_module()
+class BBoxHead(nn.Module):
+    """The simplest RoI box head: optional average pooling, then ``fc_cls`` and ``fc_reg``.
+
+    Args (mmdet 2.x's):
+        with_avg_pool (bool): average-pool the ``roi_feat_size`` features to 1x1 first.
+        with_cls, with_reg (bool): build the classification / regression branch.
+        roi_feat_size (int | tuple): spatial size of the RoI features.
+        in_channels (int): channels of the RoI features.
+        num_classes (int): foreground classes; label ``num_classes`` is background.
+        bbox_coder (dict): box coder (default deltas with stds 0.1, 0.1, 0.2, 0.2).
+        reg_class_agnostic (bool): one box per RoI instead of one per class.
+        reg_decoded_bbox (bool): the regression loss compares decoded boxes (IoU losses).
+        reg_predictor_cfg, cls_predictor_cfg (dict): ``dict(type='Linear')``.
+        loss_cls, loss_bbox (dict): loss configs.
+        init_cfg (dict | list | None): default Normal std 0.01 on ``fc_cls``, std 0.001 on
+            ``fc_reg`` (mmdet's), applied at construction; ``Pretrained`` in ``init_weights``.
+    """
+
+    def __init__(self, with_avg_pool=False, with_cls=True, with_reg=True, roi_feat_size=7,
+                 in_channels=256, num_classes=80,
+                 bbox_coder=dict(type='DeltaXYWHBBoxCoder', clip_border=True,
+                                 target_means=[0., 0., 0., 0.],
+                                 target_stds=[0.1, 0.1, 0.2, 0.2]),
+                 reg_class_agnostic=False, reg_decoded_bbox=False,
+                 reg_predictor_cfg=dict(type='Linear'), cls_predictor_cfg=dict(type='Linear'),
+                 loss_cls=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0),
+                 loss_bbox=dict(type='SmoothL1Loss', beta=1.0, loss_weight=1.0),
+                 init_cfg=None):
+        super().__init__()
+        if not (with_cls or with_reg):
+            raise ValueError(f'{type(self).__name__} needs with_cls or with_reg')
+        if not (isinstance(num_classes, numbers.Integral) and num_classes > 0):
+            raise ValueError(f'num_classes must be a positive int, got {num_classes!r}')
+        self.with_avg_pool = with_avg_pool
+        self.with_cls = with_cls
+        self.with_reg = with_reg
+        self.roi_feat_size = _pair(roi_feat_size)
+        self.roi_feat_area = self.roi_feat_size[0] * self.roi_feat_size[1]
+        self.in_channels = in_channels
+        self.num_classes = num_classes
+        self.reg_class_agnostic = reg_class_agnostic
+        self.reg_decoded_bbox = reg_decoded_bbox
+        self.reg_predictor_cfg = reg_predictor_cfg
+        self.cls_predictor_cfg = cls_predictor_cfg
+        self.fp16_enabled = False
+        self.bbox_coder = TASK_UTILS.build(bbox_coder)
+        self.loss_cls = MODELS.build(loss_cls)
+        self.loss_bbox = MODELS.build(loss_bbox)
+        self._init_layers()
+        self.init_cfg = self._default_init_cfg() if init_cfg is None else init_cfg
+        apply_init_cfg(self, self.init_cfg)
+
+    def _init_layers(self):
+        in_channels = self.in_channels
+        if self.with_avg_pool:
+            self.avg_pool = nn.AvgPool2d(self.roi_feat_size)
+        else:
+            in_channels *= self.roi_feat_area
+        if self.with_cls:
+            self.fc_cls = build_linear_layer(self.cls_predictor_cfg, in_channels,
+                                             self.num_classes + 1)
+        if self.with_reg:
+            self.fc_reg = build_linear_layer(self.reg_predictor_cfg, in_channels,
+                                             4 if self.reg_class_agnostic
+                                             else 4 * self.num_classes)
+
+    def _default_init_cfg(self):
+        return ([dict(type='Normal', std=0.01, override=dict(name='fc_cls'))]
+                if self.with_cls else []) + \
+            ([dict(type='Normal', std=0.001, override=dict(name='fc_reg'))]
+             if self.with_reg else [])
+
+    def init_weights(self):
+        """Load a ``Pretrained`` init_cfg; the other kinds were applied at construction."""
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained(self, self.init_cfg, type(self).__name__)
+
+    @auto_fp16()
+    def forward(self, x):
+        """``x [K, C, h, w]`` -> ``(cls_score [K, num_classes + 1] | None,
+        bbox_pred [K, 4 or 4 * num_classes] | None)``."""
+        if self.with_avg_pool:
+            x = self.avg_pool(x)
+        x = x.flatten(1)
+        cls_score = self.fc_cls(x) if self.with_cls else None
+        bbox_pred = self.fc_reg(x) if self.with_reg else None
+        return cls_score, bbox_pred
+
+    # ------------------------------------------------------------------------------- targets
+    def _get_target_single(self, pos_bboxes, neg_bboxes, pos_gt_bboxes, pos_gt_labels, cfg):
+        """Targets of one image's sampled RoIs, positives first: labels (background
+        ``num_classes`` for negatives), label weights (``pos_weight`` for positives when > 0,
+        else 1), box targets and weights (positives only)."""
+        num_pos, num_neg = pos_bboxes.size(0), neg_bboxes.size(0)
+        num_samples = num_pos + num_neg
+        labels = pos_bboxes.new_full((num_samples, ), self.num_classes, dtype=torch.long)
+        label_weights = pos_bboxes.new_zeros(num_samples)
+        bbox_targets = pos_bboxes.new_zeros(num_samples, 4)
+        bbox_weights = pos_bboxes.new_zeros(num_samples, 4)
+        if num_pos > 0:
+            labels[:num_pos] = pos_gt_labels
+            pos_weight = cfg_get(cfg, 'pos_weight', -1)
+            label_weights[:num_pos] = 1.0 if pos_weight <= 0 else pos_weight
+            bbox_targets[:num_pos, :] = pos_gt_bboxes if self.reg_decoded_bbox \
+                else self.bbox_coder.encode(pos_bboxes, pos_gt_bboxes)
+            bbox_weights[:num_pos, :] = 1
+        if num_neg > 0:
+            label_weights[-num_neg:] = 1.0
+        return labels, label_weights, bbox_targets, bbox_weights
+
+    def get_targets(self, sampling_results, gt_bboxes, gt_labels, rcnn_train_cfg, concat=True):
+        """``(labels, label_weights, bbox_targets, bbox_weights)`` of every image's sampled
+        RoIs (each image positives first, then negatives: the order of ``bbox2roi``),
+        concatenated over images unless ``concat=False``. ``gt_bboxes`` and ``gt_labels`` are
+        unused (the sampling results hold the matched ones), as in mmdet."""
+        per_image = [self._get_target_single(res.pos_bboxes, res.neg_bboxes, res.pos_gt_bboxes,
+                                             res.pos_gt_labels, rcnn_train_cfg)
+                     for res in sampling_results]
+        targets = tuple(list(t) for t in zip(*per_image)) if per_image else ([], [], [], [])
+        if concat:
+            targets = tuple(torch.cat(t, 0) for t in targets)
+        return targets
+
+    # ---------------------------------------------------------------------------------- loss
+    @force_fp32(apply_to=('cls_score', 'bbox_pred'))
+    def loss(self, cls_score, bbox_pred, rois, labels, label_weights, bbox_targets,
+             bbox_weights, reduction_override=None):
+        """mmdet 2.x's losses: ``loss_cls`` averaged over the RoIs with a label weight (at least
+        1), ``acc`` (percent of RoIs classified right, background included), ``loss_bbox``
+        over the positives' boxes of their class, averaged over *all* sampled RoIs."""
+        losses = dict()
+        if cls_score is not None:
+            avg_factor = max(torch.sum(label_weights > 0).float().item(), 1.)
+            if cls_score.numel() > 0:
+                losses['loss_cls'] = self.loss_cls(cls_score, labels, label_weights,
+                                                   avg_factor=avg_factor,
+                                                   reduction_override=reduction_override)
+                losses['acc'] = accuracy(cls_score, labels)
+        if bbox_pred is not None:
+            pos_inds = (labels >= 0) & (labels < self.num_classes)
+            if pos_inds.any():
+                if self.reg_decoded_bbox:
+                    bbox_pred = self.bbox_coder.decode(rois[:, 1:], bbox_pred)
+                if self.reg_class_agnostic:
+                    pos_bbox_pred = bbox_pred.view(bbox_pred.size(0), 4)[pos_inds]
+                else:
+                    pos_bbox_pred = bbox_pred.view(bbox_pred.size(0), -1, 4)[
+                        pos_inds, labels[pos_inds]]
+                losses['loss_bbox'] = self.loss_bbox(pos_bbox_pred, bbox_targets[pos_inds],
+                                                     bbox_weights[pos_inds],
+                                                     avg_factor=bbox_targets.size(0),
+                                                     reduction_override=reduction_override)
+            else:
+                losses['loss_bbox'] = bbox_pred[pos_inds].sum()
+        return losses
+
+    # ----------------------------------------------------------------------------- inference
+    @force_fp32(apply_to=('cls_score', 'bbox_pred'))
+    def get_bboxes(self, rois, cls_score, bbox_pred, img_shape, scale_factor, rescale=False,
+                   cfg=None):
+        """One image's detections: softmax scores, boxes decoded from ``rois [K, 5]`` and
+        clipped to ``img_shape``, divided by ``scale_factor`` when ``rescale``, then
+        :func:`multiclass_nms` with ``cfg`` (``score_thr``, ``nms``, ``max_per_img``).
+
+        Returns ``(det_bboxes [k, 5], det_labels [k])``; with ``cfg=None`` the boxes
+        ``[K, 4 or 4 * num_classes]`` and scores ``[K, num_classes + 1]`` before NMS.
+        """
+        scores = F.softmax(cls_score, dim=-1) if cls_score is not None else None
+        if bbox_pred is not None:
+            bboxes = self.bbox_coder.decode(rois[..., 1:], bbox_pred, max_shape=img_shape)
+        else:
+            bboxes = rois[:, 1:].clone()
+            if img_shape is not None:
+                bboxes[:, [0, 2]] = bboxes[:, [0, 2]].clamp(min=0, max=img_shape[1])
+                bboxes[:, [1, 3]] = bboxes[:, [1, 3]].clamp(min=0, max=img_shape[0])
+        if rescale and bboxes.size(0) > 0:
+            scale_factor = bboxes.new_tensor(scale_factor)
+            bboxes = (bboxes.view(bboxes.size(0), -1, 4) / scale_factor).view(
+                bboxes.size(0), -1)
+        if cfg is None:
+            return bboxes, scores
+        return multiclass_nms(bboxes, scores, cfg_get(cfg, 'score_thr'), cfg_get(cfg, 'nms'),
+                              cfg_get(cfg, 'max_per_img', -1))
