@@ -144,7 +144,7 @@ def test_mmdet_mstrain_config_plans_and_trains_through_train_py(data_tree, tmp_p
     from ckptzoo.apis.plan import ProbeSession, batch_shapes
     from ckptzoo.memory import read_plan_file
     from ckptzoo.memory.step import probe_batch
-    from tests.tool_loader import load_tool
+    from tests.helpers.tools import load_tool
 
     monkeypatch.chdir(data_tree)
     config = osp.join(MMDET_CONFIGS, 'retinanet/retinanet_r50_fpn_mstrain_640-800_3x_coco.py')
@@ -192,7 +192,7 @@ def test_mmdet_two_stage_config_trains_with_the_savers(name, data_tree, tmp_path
     """Each config, unchanged but for its scale, trains an epoch through tools/train.py with
     ``with_cp`` + fp16 + ``cumulative_iters`` given on the command line, and evaluates box
     (and, for Mask R-CNN, mask) AP."""
-    from tests.tool_loader import load_tool
+    from tests.helpers.tools import load_tool
 
     monkeypatch.chdir(data_tree)
     train = (['data.train.dataset.pipeline.2.img_scale=[(96,48),(96,64)]', 'data.train.times=1']

@@ -12,7 +12,7 @@ from mmengine.config import Config
 from ckptzoo.apis import inference_detector, init_detector, single_gpu_test
 from ckptzoo.datasets import build_dataloader, build_dataset
 from ckptzoo.registry import build_detector
-from tests.tool_loader import load_tool
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'retinanet_cp.py')

@@ -15,7 +15,7 @@ from ckptzoo.memory import (InfeasibleBudget, PlanResult, apply_plan, plan_modes
                             predict_peak, solve, uniform_plan)
 from ckptzoo.memory.probe import measure_step, probe, probe_batch, worst_case_shape
 from ckptzoo.memory.solver import chen_sqrt_plan
-from tests.test_memory.test_planner import TINY, probed  # noqa: F401  (a fixture)
+from tests.helpers.configs import TINY
 
 
 def test_plan_memory_fits_validates_and_restores_the_weights(probed):
@@ -166,7 +166,7 @@ def test_the_run_for_a_plan_with_other_options_is_assembled_again(tmp_path):
     from ckptzoo.apis import run_for_plan
     from ckptzoo.memory.step import optimizer_hook
     from ckptzoo.utils.model_wrapper import unwrap_model
-    from tests.test_memory.test_plan_file import SAVED
+    from tests.helpers.plans import SAVED
     set_random_seed(0)
     cfg = Config(dict(TINY, work_dir=str(tmp_path), memory_budget=SAVED['budget_bytes']))
     run = build_training(cfg, logger=logging.getLogger('test_plan'))

@@ -21,7 +21,7 @@ from ckptzoo.memory import InfeasibleBudget, PlanResult, read_plan_file
 from ckptzoo.memory.buckets import bucket_for
 from ckptzoo.memory.plan_hook import MemoryPlanHook
 from ckptzoo.memory.step import probe_batch
-from tests.tiny_detector import shrink_retinanet
+from tests.helpers.configs import shrink_retinanet
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SHAPES = [(48, 64), (64, 48), (56, 56), (36, 90), (90, 36), (40, 60)]

@@ -14,7 +14,7 @@ from ckptzoo.memory.plan_hook import MemoryPlanHook
 from ckptzoo.memory.probe import probe, probe_batch, probe_modes, worst_case_shape
 from ckptzoo.memory.report import plan_table
 from ckptzoo.memory.step import optimizer_hook
-from tests.test_memory.test_planner import TINY
+from tests.helpers.configs import TINY
 
 
 def _config(tmp_path, samples_per_gpu=4, cumulative_iters=1, **overrides):

@@ -13,7 +13,7 @@ from ckptzoo.datasets import (ConcatDataset, RepeatDataset, SeededIndex, VOCData
                               build_dataloader, generate_voc, sample_seed)
 from ckptzoo.registry import TRANSFORMS
 
-from tests.test_tools.fault_injection import start_train, wait
+from tests.helpers.faults import start_train, wait
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CLASSES = ('circle', 'square')

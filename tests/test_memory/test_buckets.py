@@ -8,7 +8,7 @@ from ckptzoo.memory import (Bucket, InfeasibleBudget, ShapeCostModel, bucket_for
                             choose_buckets, plan_from_modes, predict_time, solve_buckets)
 from ckptzoo.memory.buckets import _make_monotone
 
-from .test_shape_model import table_at
+from tests.helpers.plans import table_at
 
 
 def test_bucket_json_round_trip():

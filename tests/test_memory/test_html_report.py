@@ -24,7 +24,7 @@ from ckptzoo.memory.charts import (MAX_POINTS, fixed_bars, fixed_figure, sweep_f
 from ckptzoo.memory.html_report import memory_report_html, write_memory_report
 from ckptzoo.memory.step import measure_step, probe_batch, train_step, worst_case_shape
 from ckptzoo.memory.timeline import PHASES, Timeline, TimelineSet, record_timelines
-from tests.test_memory.test_planner import TINY
+from tests.helpers.configs import TINY
 
 MiB = 2 ** 20
 

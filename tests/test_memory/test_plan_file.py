@@ -15,17 +15,10 @@ from ckptzoo.apis import plan as planner
 from ckptzoo.apis.plan import plan_training
 from ckptzoo.memory.plan_file import PlanFileError, PlanResult, read_plan_file
 
-from .test_planner import TINY
+from tests.helpers.configs import TINY
+from tests.helpers.plans import SAVED
 
 #: TINY's checkpoint units: a plan file names every unit of its model
-UNITS = ['backbone.stem'] + [f'backbone.layer{i}.{j}' for i in range(1, 5) for j in range(2)]
-SAVED = dict(budget_bytes=50 * 10 ** 6, predicted_peak_bytes=1000, measured_peak_bytes=1000,
-             plan={**dict.fromkeys(UNITS), 'backbone.layer1.0': 'full'}, segments=[],
-             fp16=False, cumulative_iters=2,
-             samples_per_gpu=2, configured=dict(fp16=False, cumulative_iters=1,
-                                                samples_per_gpu=4))
-
-
 @pytest.fixture
 def run(tmp_path):
     set_random_seed(0)
@@ -124,7 +117,7 @@ def bucketed():
     """SAVED planned per batch shape: the top-level plan is the largest bucket's."""
     from ckptzoo.memory import ShapeCostModel
 
-    from .test_shape_model import table_at
+    from tests.helpers.plans import table_at
     model = ShapeCostModel({(8, 8): table_at(64, modes=(None, )), (32, 32): table_at(1024)})
     return dict(SAVED, buckets=[
         dict(shape=[32, 32], plan=SAVED['plan'], segments=[], predicted_peak_bytes=1000,
@@ -286,7 +279,7 @@ def test_a_plan_file_without_made_for_is_checked_on_its_unit_names(tmp_path, rep
 def test_a_plan_for_other_data_is_said_and_made_again(tmp_path, replans, caplog):
     """The same config on images of another size (the annotations changed): the plan's
     predictions are for batches the loader no longer gives."""
-    from tests.tiny_detector import tiny_voc_retinanet
+    from tests.helpers.configs import tiny_voc_retinanet
     log = logging.getLogger('test_plan_file')
     runs = {}
     for size in (64, 96):

@@ -20,7 +20,7 @@ from ckptzoo.memory.buckets import Bucket
 from ckptzoo.memory.plan_hook import PRIORITY, MemoryPlanHook, memory_mib
 from ckptzoo.models.checkpointing.plan import resolve_plan
 from ckptzoo.runner.hooks import CheckpointHook, OptimizerHook
-from tests.tiny_detector import tiny_voc_retinanet
+from tests.helpers.configs import tiny_voc_retinanet
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -289,7 +289,7 @@ def test_on_cuda_every_step_is_measured_from_its_start(tmp_path, monkeypatch):
     """On CUDA the peak is the allocator's, reset at each step's start: every step is measured
     (``interval`` is for the CPU's costly count) and no tracker runs."""
     from ckptzoo.memory import plan_hook
-    from tests.test_runner.hook_fakes import FakeRunner
+    from tests.helpers.hook_fakes import FakeRunner
     allocator = dict(peak=0, resets=0)
     sizes = [3, 7, 2]
 

@@ -4,11 +4,16 @@ unit, FPN levels included, and ``'selective'`` is priced by the recompute it run
 import logging
 import os.path as osp
 
+import random
+
 import pytest
+from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.memory.probe import probe, probe_batch, worst_case_shape
-from tests.tiny_detector import tiny_voc_retinanet
+from ckptzoo.memory import Group, apply_plan, plan_modes, predict_peak, uniform_plan
+from ckptzoo.memory.probe import measure_step, probe, probe_batch, worst_case_shape
+from ckptzoo.memory.solver import chen_sqrt_plan, minimum_peak
+from tests.helpers.configs import tiny_voc_retinanet
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -109,3 +114,72 @@ print(ddp_bucket_bytes(d), sum(int(s) for s in sizes.split(',')),
     ours, reducer, as_view, plain = map(int, proc.stdout.split())
     assert ours == reducer == (8 + 8 + 4 * 8 + 4) * 4  # BN and the 1x1 conv: not the frozen conv
     assert as_view == 0 and plain == 0
+
+
+def test_probe_predicts_the_measured_peak(probed):
+    _, run, batch, table = probed
+    model = run.runner.model
+    assert table.names[0] == 'backbone.stem' and len(table.units) == 9
+    plain = sum(u.kept[None] for u in table.units)
+    assert sum(u.kept['full'] for u in table.units) < 0.3 * plain
+    rng = random.Random(0)
+    plans = [uniform_plan(table, m) for m in (None, 'full', 'selective')] + [
+        tuple(Group(i, i + 1, rng.choice(u.modes)) for i, u in enumerate(table.units))
+        for _ in range(2)]
+    peaks = set()
+    for plan in plans:
+        model.set_checkpoint_plan(plan_modes(table, plan))
+        measured, _ = measure_step(run, batch)
+        assert predict_peak(table, plan) == pytest.approx(measured, rel=0.005)
+        peaks.add(measured)
+    assert max(peaks) > 1.04 * min(peaks)  # the plans differ by far more than the tolerance
+    model.set_checkpoint_plan({'*': None})
+
+
+def test_segment_plans_predict_the_measured_peak(probed):
+    """The model's chain (stem and every block) and its exits (stage outputs the head does
+    not take are still returned: out_indices are all four stages) reach the table; segment
+    plans, applied to the model, peak as predicted."""
+    _, run, batch, table = probed
+    model = run.runner.model
+    assert table.chains == [(0, 9)] and table.exits == [2, 4, 6]
+    n = len(table.units)
+    plans = [chen_sqrt_plan(table), (Group(0, n, 'full'), ),
+             (Group(0, 1, 'selective'), Group(1, 5, 'full'), Group(5, 6, None),
+              Group(6, 8, 'full'), Group(8, 9, 'full')), minimum_peak(table).plan]
+    assert all(any(g.stop - g.start > 1 for g in plan) for plan in plans)
+    for plan in plans:
+        apply_plan(model, table, plan)
+        assert len(model.checkpoint_segments()) == sum(g.stop - g.start > 1 for g in plan)
+        measured, _ = measure_step(run, batch)
+        assert predict_peak(table, plan) == pytest.approx(measured, rel=0.002), plan
+    apply_plan(model, table, uniform_plan(table, None))
+    assert model.checkpoint_segments() == []
+
+
+def test_full_derived_from_the_plain_step(probed):
+    """'full' is derived from the plain step, not run: its kept bytes are those of a recorded
+    'full' step, its transients bound the recorded ones from above and closely."""
+    _, run, batch, table = probed
+    recorded = probe(run, batch, modes=(None, 'full'), derive_full=False)
+    for derived, real in zip(table.units, recorded.units):
+        assert derived.kept['full'] == real.kept['full'], derived.name
+        assert derived.kept['full'] < 0.5 * derived.kept[None]
+        # the forward transient is bounded by the plain one (plus the spare BN counters)
+        assert real.fwd_peak['full'] <= derived.fwd_peak['full'] <= \
+            derived.fwd_peak[None] + 64, derived.name
+        assert real.bwd_peak['full'] <= derived.bwd_peak['full'] <= \
+            real.bwd_peak['full'] + 0.01 * real.bwd_peak['full'], derived.name
+
+
+@pytest.mark.parametrize('resize,pad,expected', [
+    (dict(img_scale=(1000, 600), keep_ratio=True), dict(size_divisor=32), (1024, 1024)),
+    (dict(img_scale=(320, 256), keep_ratio=False), dict(size_divisor=32), (256, 320)),
+    (dict(img_scale=[(1333, 640), (1333, 800)], keep_ratio=True), None, (1333, 1333)),
+])
+def test_worst_case_shape(resize, pad, expected):
+    pipeline = [dict(type='LoadImageFromFile'), dict(type='Resize', **resize)]
+    pipeline += [dict(type='Pad', **pad)] if pad else []
+    cfg = Config(dict(data=dict(train=dict(type='RepeatDataset', times=2,
+                                           dataset=dict(pipeline=pipeline)))))
+    assert worst_case_shape(cfg) == expected

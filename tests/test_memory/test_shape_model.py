@@ -8,26 +8,10 @@ import os.path as osp
 
 import pytest
 
-from ckptzoo.memory import (CostTable, ShapeCostModel, UnitCost, apply_plan, predict_peak,
+from ckptzoo.memory import (ShapeCostModel, apply_plan, predict_peak,
                             uniform_plan)
-from tests.tiny_detector import tiny_voc_retinanet
-
-FIXED = dict(parameters=1000, gradients=1000, optimizer_state=2000)
-
-
-def table_at(p, modes=(None, 'full', 'selective')):
-    """Three units whose activations are ``a + b * p`` bytes, the weights constant."""
-    def per_mode(a, b):
-        scale = {None: 1, 'full': 0.25, 'selective': 0.5}
-        return {m: int((a + b * p) * scale[m]) for m in modes}
-    units = [UnitCost(f'u{i}', kept=per_mode(8, 4 * (i + 1)), fwd_peak=per_mode(16, 6),
-                      bwd_peak=per_mode(4, 8), fwd_time=0.001 * p,
-                      recompute_time={m: 0.0005 * p for m in modes if m == 'selective'})
-             for i in range(3)]
-    return CostTable(units, fwd_base=[4000 + 12 * p] * 3, bwd_base=[5000 + 12 * p] * 3,
-                     tail_peak=100 + 30 * p, step_peak=6000, step_time=0.01 * p,
-                     fixed=dict(FIXED, batch=12 * p))
-
+from tests.helpers.configs import tiny_voc_retinanet
+from tests.helpers.plans import table_at
 
 def test_two_tables_give_the_line_through_them():
     model = ShapeCostModel({(8, 8): table_at(64), (16, 16): table_at(256)})

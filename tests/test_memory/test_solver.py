@@ -212,3 +212,27 @@ def test_infeasible_budget_reports_the_minimum_and_its_plan():
     assert err.budget == low.peak - 1
     assert f'smallest predicted peak is {low.peak} B' in str(err)
     assert solve(table, low.peak).peak == low.peak
+
+
+def test_segments_only_where_no_per_unit_plan_fits():
+    """choose_plan keeps to one checkpoint per unit down to the per-unit floor, takes segments
+    below it, and the chosen peak never rises as the budget falls across the switch."""
+    from ckptzoo.memory.solver import choose_plan
+    table = random_table(12, 5, modes=(None, 'full', 'selective'))
+    floor = minimum_peak(table, segments=False).peak
+    lowest = minimum_peak(table).peak
+    high = predict_peak(table, uniform_plan(table, None))
+    assert lowest < floor
+    budgets = sorted({floor, floor - 1, lowest, (lowest + floor) // 2,
+                      *range(floor, high + 1, max(1, (high - floor) // 8))}, reverse=True)
+    peaks = []
+    for budget in budgets:
+        plan = choose_plan(table, budget).plan
+        assert bool(plan_segments(table, plan)) == (budget < floor), budget
+        if budget >= floor:  # the fastest per-unit plan
+            assert plan == solve(table, budget, segments=False).plan
+        peaks.append(predict_peak(table, plan))
+    assert peaks == sorted(peaks, reverse=True)
+    with pytest.raises(InfeasibleBudget) as info:
+        choose_plan(table, lowest - 1)
+    assert info.value.minimum.peak == lowest  # the smallest with segments

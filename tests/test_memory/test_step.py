@@ -16,7 +16,7 @@ from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
 from ckptzoo.memory.step import measure_step, probe_batch
 from ckptzoo.core.bbox import MaxIoUAssigner
-from tests.tiny_detector import tiny_voc_retinanet
+from tests.helpers.configs import tiny_voc_retinanet
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 NUM_CLASSES = len(SYNTHETIC_CLASSES)

@@ -9,7 +9,7 @@ from mmengine.config import Config
 import ckptzoo.memory.timing as timing
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.memory.probe import measure_step, probe_batch
-from tests.test_memory.test_planner import TINY
+from tests.helpers.configs import TINY
 
 A = {'backbone.layer1.0': 'full'}
 B = {'backbone.layer2': 'selective'}

@@ -7,7 +7,7 @@ import torch
 from ckptzoo.models import ResNet
 from ckptzoo.models.checkpointing import CheckpointObserver, observe, observers
 
-from ._cp_utils import one_thread, run_once
+from tests.helpers.checkpointing import one_thread, run_once
 
 one_thread = pytest.fixture(autouse=True)(one_thread)
 

@@ -5,74 +5,17 @@ import warnings
 
 import pytest
 import torch
-import torch.nn as nn
-from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils import checkpoint as torch_cp
 
 from ckptzoo.models import DenseNet, ResNet, SwinTransformer
 from ckptzoo.models.backbones.densenet import DenseLayer
-from ckptzoo.models.checkpointing import CheckpointOwnerMixin, functional
+from ckptzoo.models.checkpointing import functional
 from ckptzoo.registry import build_model
 
-from ._cp_utils import assert_same_run, one_thread, run_once
+from tests.helpers.checkpointing import (TINY_DENSE, TINY_SWIN, assert_same_run, one_thread, plan_model,
+                                         run_once)
 
 one_thread = pytest.fixture(autouse=True)(one_thread)
-
-TINY_DENSE = dict(growth_rate=4, depths=(2, 2, 2), init_channels=8)
-TINY_SWIN = dict(embed_dims=8, depths=(2, 2, 2), num_heads=(1, 2, 2))
-
-
-def _randomise_bn(model):
-    gen = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, _BatchNorm):
-                m.running_mean.copy_(torch.rand(m.running_mean.shape, generator=gen) - 0.5)
-                m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen) + 0.5)
-                m.weight.copy_(torch.rand(m.weight.shape, generator=gen) + 0.5)
-                m.bias.copy_(torch.rand(m.bias.shape, generator=gen) - 0.5)
-
-
-class Detector(CheckpointOwnerMixin, nn.Module):
-    """backbone -> FPN -> RetinaHead outputs, as a tuple (what run_once differentiates); the
-    plan methods through the mixin, as ``BaseModel``."""
-
-    def __init__(self, frozen_stages=-1):
-        super().__init__()
-        self.backbone = build_model(dict(type='ResNet', depth=18, base_channels=4,
-                                         frozen_stages=frozen_stages, norm_eval=False,
-                                         zero_init_residual=False))
-        self.neck = build_model(dict(type='FPN', in_channels=[8, 16, 32], out_channels=8,
-                                     start_level=0, add_extra_convs='on_input', num_outs=5,
-                                     relu_before_extra_convs=True))
-        self.bbox_head = build_model(dict(
-            type='RetinaHead', num_classes=3, in_channels=8, feat_channels=8, stacked_convs=2,
-            anchor_generator=dict(type='AnchorGenerator', octave_base_scale=4,
-                                  scales_per_octave=1, ratios=[1.0],
-                                  strides=[8, 16, 32, 64, 128])))
-
-    def forward(self, x):
-        feats = self.neck(self.backbone(x)[1:])
-        cls, reg = self.bbox_head(feats)
-        return tuple(cls) + tuple(reg)
-
-
-def _model(kind, frozen_stages=-1):
-    torch.manual_seed(0)
-    if kind == 'resnet':
-        model = ResNet(50, base_channels=4, frozen_stages=frozen_stages, norm_eval=False,
-                       zero_init_residual=False, out_indices=(1, 3))
-    elif kind == 'densenet':
-        model = DenseNet(TINY_DENSE, bn_size=2, out_indices=(0, 1, 2), drop_rate=0.2,
-                         frozen_stages=frozen_stages)
-    elif kind == 'swin':
-        model = SwinTransformer(TINY_SWIN, window_size=2, drop_path_rate=0.3, drop_rate=0.1,
-                                out_indices=(0, 1, 2), frozen_stages=frozen_stages)
-    else:
-        model = Detector(frozen_stages)
-    _randomise_bn(model)
-    return model.train()
-
 
 def _count_modes(monkeypatch):
     calls = dict(checkpoint=0, selective=0, offload=0)
@@ -100,7 +43,7 @@ def _count_modes(monkeypatch):
 def test_every_mode_equals_plain(monkeypatch, kind, frozen_stages, mode):
     """Outputs, input and parameter gradients within 1e-6, BN buffers bit-equal, with drop
     path / dropout under a seed and with frozen stages; every trainable unit runs the mode."""
-    plain = _model(kind, frozen_stages)
+    plain = plan_model(kind, frozen_stages)
     model = copy.deepcopy(plain)
     plan = model.set_checkpoint_plan({'*': mode})
     assert set(plan.values()) == {mode}
@@ -180,7 +123,7 @@ def test_backbone_with_cp_reads_the_plan_in_force():
 
 
 def test_set_plan_at_run_time_keeps_weights_and_modules():
-    model = _model('detector')
+    model = plan_model('detector')
     state = {k: v.clone() for k, v in model.state_dict().items()}
     modules = list(model.modules())
     plan = model.set_checkpoint_plan({'*': 'full', 'backbone.layer1': None,
@@ -200,7 +143,7 @@ def test_set_plan_at_run_time_keeps_weights_and_modules():
 
 
 def test_bad_plans_name_the_problem():
-    model = _model('detector')
+    model = plan_model('detector')
     before = model.checkpoint_plan()
     with pytest.raises(KeyError, match=r"'backbone.layr3' matches no checkpoint unit; close "
                                        r'matches: backbone.layer3'):
@@ -253,7 +196,7 @@ def test_config_checkpoint_plan_and_ddp_reentrant_check():
     from mmengine.config import Config
 
     from ckptzoo.apis import apply_checkpoint_plan
-    model = _model('detector')
+    model = plan_model('detector')
     apply_checkpoint_plan(model, Config(dict(checkpoint_plan={'neck': 'full'})))
     assert {n for n, m in model.checkpoint_plan().items() if m} == \
         {f'neck.level{i}' for i in range(5)}
@@ -279,13 +222,13 @@ def _ddp_worker(rank, world_size, init_file):
         runs = {}
         warnings.simplefilter('ignore')  # DDP's broadcast_buffers deprecation notice
         for mode in (None, 'full', 'selective', 'offload'):
-            model = _model('swin' if mode == 'selective' else 'resnet', frozen_stages=1)
+            model = plan_model('swin' if mode == 'selective' else 'resnet', frozen_stages=1)
             model.set_checkpoint_plan({'*': mode})
             ddp = DDP(model, broadcast_buffers=False)
             runs[mode] = (run_once(ddp, x, seed=rank), ddp)
         for mode in ('full', 'offload'):
             assert_same_run(runs[None][0], *runs[mode])
-        plain = DDP(_model('swin', frozen_stages=1), broadcast_buffers=False)
+        plain = DDP(plan_model('swin', frozen_stages=1), broadcast_buffers=False)
         assert_same_run(run_once(plain, x, seed=rank), *runs['selective'])
     finally:
         dist.destroy_process_group()

@@ -9,8 +9,7 @@ import torch
 from ckptzoo.models import ResNet
 from ckptzoo.memory.trackers import LiveTensorTracker
 
-from ._cp_utils import assert_same_run, one_thread, run_once
-from .test_checkpoint_plan import _model, _randomise_bn
+from tests.helpers.checkpointing import assert_same_run, one_thread, plan_model, randomise_bn, run_once
 
 one_thread = pytest.fixture(autouse=True)(one_thread)
 
@@ -20,7 +19,7 @@ def _resnet(**kwargs):
     kwargs = dict(dict(base_channels=4, norm_eval=False, zero_init_residual=False,
                        out_indices=(1, 3)), **kwargs)
     model = ResNet(50, **kwargs)
-    _randomise_bn(model)
+    randomise_bn(model)
     return model.train()
 
 
@@ -36,13 +35,13 @@ CASES = {
     # order, a last-bit difference on this model's large gradients)
     'resnet reentrant': (lambda: _resnet(cp_use_reentrant=True, out_indices=(3, )), 'full',
                          [['stem', 'layer2.3'], ['layer3.0', 'layer4.2']]),
-    'swin drop path': (lambda: _model('swin'), 'full',
+    'swin drop path': (lambda: plan_model('swin'), 'full',
                        [['patch_embed', 'stages.0.blocks.1'],
                         ['stages.0.downsample', 'stages.2.blocks.0']]),
-    'densenet dropout': (lambda: _model('densenet'), 'selective',
+    'densenet dropout': (lambda: plan_model('densenet'), 'selective',
                          [['stem', 'denseblock1.denselayer2'],
                           ['transition1', 'denseblock3.denselayer1']]),
-    'detector frozen_stages=1': (lambda: _model('detector', 1), 'full',
+    'detector frozen_stages=1': (lambda: plan_model('detector', 1), 'full',
                                  [['backbone.layer1.1', 'backbone.layer4.1'],
                                   ['neck.level2', 'neck.level0'], ['neck.level3', 'neck.level4']]),
 }
@@ -70,7 +69,7 @@ def test_segments_equal_plain(case):
 
 
 def test_chains_and_round_trip():
-    model = _model('detector')
+    model = plan_model('detector')
     chains = model.checkpoint_chains()
     assert chains[0][0] == 'backbone.stem' and chains[0][-1] == 'backbone.layer4.1'
     assert len(chains[0]) == 9  # stem and 8 blocks: one chain across the stages
@@ -81,16 +80,16 @@ def test_chains_and_round_trip():
         'neck.level1', 'neck.level3']
     segments = [['neck.level3', 'neck.level4'], ['backbone.stem', 'backbone.layer2.0']]
     assert model.set_checkpoint_segments(segments) == segments[::-1]  # execution order
-    other = _model('detector')
+    other = plan_model('detector')
     other.set_checkpoint_segments(model.checkpoint_segments())
     assert other.checkpoint_segments() == model.checkpoint_segments()
     assert model.set_checkpoint_segments([]) == []
-    assert [len(c) for c in _model('densenet').checkpoint_chains()] == [10]
-    assert [len(c) for c in _model('swin').checkpoint_chains()] == [9]
+    assert [len(c) for c in plan_model('densenet').checkpoint_chains()] == [10]
+    assert [len(c) for c in plan_model('swin').checkpoint_chains()] == [9]
 
 
 def test_bad_segments_name_the_problem():
-    model = _model('detector')
+    model = plan_model('detector')
     before = model.set_checkpoint_segments([['neck.level2', 'neck.level0']])
     with pytest.raises(KeyError, match=r"'backbone\.layr2\.0'.*close matches: .*backbone\.layer2"):
         model.set_checkpoint_segments([['backbone.layr2.0', 'backbone.layer3.0']])

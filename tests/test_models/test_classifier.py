@@ -7,7 +7,7 @@ from torch.utils.data import DataLoader
 from ckptzoo.datasets import SyntheticClassificationDataset
 from ckptzoo.registry import build_model
 
-from ._cp_utils import one_thread
+from tests.helpers.checkpointing import one_thread
 
 BACKBONE = dict(type='ResNet', depth=18, base_channels=8, norm_eval=False)
 

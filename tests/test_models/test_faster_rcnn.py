@@ -9,10 +9,11 @@ import torch
 from ckptzoo.registry import build_detector
 from ckptzoo.runner.fp16 import wrap_fp16_model
 
-from ._coco_tta import ORI_SHAPE, flip_aug_batch, swapped_views
-from ._cp_utils import one_thread as _one_thread
-from .test_two_stage import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, _backbone, _batch,
-                             _load_strictly, _overfit, _resnet50_fpn_keys, _rpn_head)
+from tests.helpers.coco_tta import ORI_SHAPE, flip_aug_batch, swapped_views
+from tests.helpers.checkpointing import one_thread as _one_thread
+from tests.helpers.two_stage import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, load_strictly,
+                                     overfit, resnet50_fpn_keys, resnet_cfg, rpn_batch,
+                                     rpn_head_cfg)
 
 one_thread = pytest.fixture(autouse=True)(_one_thread)
 
@@ -43,9 +44,9 @@ def _roi_head(channels=16, fc=32, num_classes=3, strides=(4, 8, 16, 32), **kw):
 
 def _cfg(rpn_kw=None, roi_kw=None, backbone_kw=None):
     return dict(
-        type='FasterRCNN', backbone=_backbone(**(backbone_kw or {})),
+        type='FasterRCNN', backbone=resnet_cfg(**(backbone_kw or {})),
         neck=dict(type='FPN', in_channels=[8, 16, 32, 64], out_channels=16, num_outs=5),
-        rpn_head=_rpn_head(**(rpn_kw or {})), roi_head=_roi_head(**(roi_kw or {})),
+        rpn_head=rpn_head_cfg(**(rpn_kw or {})), roi_head=_roi_head(**(roi_kw or {})),
         train_cfg=dict(rpn=RPN_TRAIN_CFG,
                        rpn_proposal=dict(nms_pre=200, max_per_img=100,
                                          nms=dict(type='nms', iou_threshold=0.7),
@@ -60,7 +61,7 @@ def _model(**kw):
 
 
 def _det_batch():
-    batch = _batch()
+    batch = rpn_batch()
     batch['gt_labels'] = [torch.tensor([0, 2]), torch.zeros(0, dtype=torch.long)]
     return batch
 
@@ -74,7 +75,7 @@ def test_mmdet_faster_rcnn_r50_fpn_keys_load_strictly():
                       norm_eval=True, style='pytorch'),
         neck=dict(type='FPN', in_channels=[256, 512, 1024, 2048], out_channels=256,
                   num_outs=5),
-        rpn_head=_rpn_head(256),
+        rpn_head=rpn_head_cfg(256),
         roi_head=_roi_head(256, 1024, 80),
         train_cfg=dict(rpn=RPN_TRAIN_CFG,
                        rpn_proposal=dict(nms_pre=2000, max_per_img=1000,
@@ -92,7 +93,7 @@ def test_mmdet_faster_rcnn_r50_fpn_keys_load_strictly():
                 'roi_head.bbox_head.fc_cls.bias': (81, ),
                 'roi_head.bbox_head.fc_reg.weight': (320, 1024),
                 'roi_head.bbox_head.fc_reg.bias': (320, )}
-    _load_strictly(model, {**_resnet50_fpn_keys(), **RPN_HEAD_KEYS, **roi_keys})
+    load_strictly(model, {**resnet50_fpn_keys(), **RPN_HEAD_KEYS, **roi_keys})
 
 
 def test_train_step_losses_units_and_backward():
@@ -173,7 +174,7 @@ def test_with_cp_and_fp16_train_step(count_cp):
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     model.eval()
     with torch.no_grad():
-        results = model(img=[_batch()['img']], img_metas=[_batch()['img_metas']],
+        results = model(img=[rpn_batch()['img']], img_metas=[rpn_batch()['img_metas']],
                         return_loss=False)
     assert len(results) == 2 and all(len(r) == 3 for r in results)
 
@@ -182,7 +183,7 @@ def test_simple_test_format_and_given_proposals():
     model = _model()
     model.roi_head.test_cfg = dict(RCNN_TEST_CFG, score_thr=0.0)
     model.eval()
-    batch = _batch()
+    batch = rpn_batch()
     with torch.no_grad():
         results = model(img=[batch['img']], img_metas=[batch['img_metas']], return_loss=False)
         proposals = model.rpn_head.simple_test_rpn(model.extract_feat(batch['img']),
@@ -217,7 +218,7 @@ def test_forward_dummy_runs_both_heads():
     model = _model()
     model.eval()
     with torch.no_grad():
-        (rpn_cls, rpn_reg), (cls_score, bbox_pred) = model.forward_dummy(_batch()['img'])
+        (rpn_cls, rpn_reg), (cls_score, bbox_pred) = model.forward_dummy(rpn_batch()['img'])
     assert len(rpn_cls) == 5 and rpn_cls[0].shape == (2, 3, 16, 16)
     assert cls_score.shape == (1000, 4) and bbox_pred.shape == (1000, 12)
 
@@ -249,7 +250,7 @@ def test_an_rpn_model_ignores_batch_proposals_with_a_warning():
 
 
 def test_overfits_one_batch():
-    losses = _overfit(_model(), _det_batch())
+    losses = overfit(_model(), _det_batch())
     assert losses[-1] < 0.6 * losses[0], losses
 
 

@@ -16,8 +16,8 @@ from ckptzoo.registry import build_detector
 from ckptzoo.runner.fp16 import wrap_fp16_model
 from ckptzoo.core.mask import BitmapMasks, PolygonMasks
 
-from ._coco_tta import ORI_SHAPE, flip_aug_batch, swapped_views
-from ._cp_utils import one_thread
+from tests.helpers.coco_tta import ORI_SHAPE, flip_aug_batch, swapped_views
+from tests.helpers.checkpointing import one_thread
 
 one_thread = pytest.fixture(autouse=True)(one_thread)
 

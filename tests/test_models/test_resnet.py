@@ -8,35 +8,9 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ckptzoo.models import ResNet
 from ckptzoo.registry import build_backbone
 from ckptzoo.memory.trackers import saved_tensor_bytes
+from tests.helpers.checkpointing import expected_checkpoints, train_pass
 
 
-
-
-def _expected_checkpoints(depth, frozen_stages, reentrant, input_requires_grad):
-    blocks = ResNet.arch_settings[depth][1]
-    n = 0
-    stem_trainable = frozen_stages < 0
-    if stem_trainable and (input_requires_grad or not reentrant):
-        n += 1
-    for stage, num in enumerate(blocks, 1):
-        if stage <= frozen_stages:
-            continue
-        # only the first trainable block can see an input that does not require grad
-        first_sees_grad = input_requires_grad or stem_trainable or stage > frozen_stages + 1
-        n += num - (1 if reentrant and not first_sees_grad else 0)
-    return n
-
-
-def _train_pass(model, x, weights):
-    model.zero_grad(set_to_none=True)
-    x = x.detach().clone().requires_grad_(x.requires_grad)
-    torch.manual_seed(0)
-    outs = model(x)
-    loss = sum((o * w).sum() for o, w in zip(outs, weights))
-    loss.backward()
-    return ([o.detach() for o in outs], x.grad,
-            {n: p.grad for n, p in model.named_parameters() if p.requires_grad},
-            {n: b.clone() for n, b in model.named_buffers()})
 
 
 @pytest.mark.filterwarnings('error')
@@ -68,10 +42,10 @@ def test_with_cp_is_exact(count_cp, depth, reentrant, frozen_stages, norm_eval,
     weights = [torch.randn_like(o) for o in plain(x)]
     plain.load_state_dict(ckpt.state_dict())  # undo the BN update of the shape probe
 
-    ref = _train_pass(plain, x, weights)
+    ref = train_pass(plain, x, weights)
     assert count_cp['checkpoints'] == 0
-    out = _train_pass(ckpt, x, weights)
-    assert count_cp['checkpoints'] == _expected_checkpoints(depth, frozen_stages, reentrant,
+    out = train_pass(ckpt, x, weights)
+    assert count_cp['checkpoints'] == expected_checkpoints(depth, frozen_stages, reentrant,
                                                             input_requires_grad)
 
     for a, b in zip(out[0], ref[0]):

@@ -6,8 +6,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from ckptzoo.models import ResNeXt
 from ckptzoo.registry import build_backbone
-from tests.test_models._cp_utils import one_thread
-from tests.test_models.test_resnet import _expected_checkpoints, _train_pass
+from tests.helpers.checkpointing import expected_checkpoints, one_thread, train_pass
 
 
 @pytest.fixture
@@ -60,10 +59,10 @@ def test_with_cp_is_exact(count_cp, single_thread, reentrant, frozen_stages, sty
     weights = [torch.randn_like(o) for o in plain(x)]
     plain.load_state_dict(ckpt.state_dict())  # undo the BN update of the shape probe
 
-    ref = _train_pass(plain, x, weights)
+    ref = train_pass(plain, x, weights)
     assert count_cp['checkpoints'] == 0
-    out = _train_pass(ckpt, x, weights)
-    assert count_cp['checkpoints'] == _expected_checkpoints(50, frozen_stages, reentrant, True)
+    out = train_pass(ckpt, x, weights)
+    assert count_cp['checkpoints'] == expected_checkpoints(50, frozen_stages, reentrant, True)
     for a, b in zip(out[0], ref[0]):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
     torch.testing.assert_close(out[1], ref[1], rtol=0, atol=1e-6)

@@ -8,7 +8,7 @@ from ckptzoo.models.backbones import SwinTransformer, convert_torchvision_swin
 from ckptzoo.registry import build_model
 from ckptzoo.memory.trackers import saved_tensor_bytes
 
-from ._cp_utils import CountingCheckpoint, assert_same_run, one_thread, run_once
+from tests.helpers.checkpointing import CountingCheckpoint, assert_same_run, one_thread, run_once
 
 _one_thread = pytest.fixture(autouse=True)(one_thread)
 

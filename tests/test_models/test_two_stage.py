@@ -9,119 +9,12 @@ import torch
 from ckptzoo.registry import UnknownKeyError, build_detector
 from ckptzoo.runner.fp16 import wrap_fp16_model
 
-from ._cp_utils import one_thread as _one_thread
+from tests.helpers.checkpointing import one_thread as _one_thread
+from tests.helpers.two_stage import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, build_rpn, img_meta,
+                                     load_strictly, overfit, resnet50_fpn_keys, resnet_cfg,
+                                     rpn_batch, rpn_cfg, rpn_head_cfg)
 
 one_thread = pytest.fixture(autouse=True)(_one_thread)
-
-RPN_TRAIN_CFG = dict(
-    assigner=dict(type='MaxIoUAssigner', pos_iou_thr=0.7, neg_iou_thr=0.3, min_pos_iou=0.3,
-                  match_low_quality=True, ignore_iof_thr=-1),
-    sampler=dict(type='RandomSampler', num=256, pos_fraction=0.5, neg_pos_ub=-1,
-                 add_gt_as_proposals=False),
-    allowed_border=-1, pos_weight=-1, debug=False)
-RPN_TEST_CFG = dict(nms_pre=1000, max_per_img=1000, nms=dict(type='nms', iou_threshold=0.7),
-                    min_bbox_size=0)
-
-
-def _backbone(depth=18, base_channels=8, **kw):
-    return dict(type='ResNet', depth=depth, base_channels=base_channels,
-                out_indices=(0, 1, 2, 3), norm_cfg=dict(type='BN', requires_grad=True),
-                norm_eval=False, style='pytorch', **kw)
-
-
-def _rpn_head(channels=16, **kw):
-    return dict(type='RPNHead', in_channels=channels, feat_channels=channels,
-                anchor_generator=dict(type='AnchorGenerator', scales=[8],
-                                      ratios=[0.5, 1.0, 2.0], strides=[4, 8, 16, 32, 64]),
-                bbox_coder=dict(type='DeltaXYWHBBoxCoder', target_means=[.0, .0, .0, .0],
-                                target_stds=[1.0, 1.0, 1.0, 1.0]),
-                loss_cls=dict(type='CrossEntropyLoss', use_sigmoid=True, loss_weight=1.0),
-                loss_bbox=dict(type='L1Loss', loss_weight=1.0), **kw)
-
-
-def _rpn_cfg(backbone_kw=None, head_kw=None):
-    return dict(type='RPN', backbone=_backbone(**(backbone_kw or {})),
-                neck=dict(type='FPN', in_channels=[8, 16, 32, 64], out_channels=16,
-                          num_outs=5),
-                rpn_head=_rpn_head(**(head_kw or {})),
-                train_cfg=dict(rpn=RPN_TRAIN_CFG), test_cfg=dict(rpn=RPN_TEST_CFG))
-
-
-def _rpn(**kw):
-    torch.manual_seed(0)
-    return build_detector(_rpn_cfg(**kw))
-
-
-def _meta(h=64, w=64, scale=1.0, flip=False):
-    return dict(filename='x.jpg', ori_filename='x.jpg', ori_shape=(h, w, 3),
-                img_shape=(h, w, 3), pad_shape=(64, 64, 3),
-                scale_factor=np.full(4, scale, dtype=np.float32), flip=flip,
-                flip_direction='horizontal' if flip else None,
-                img_norm_cfg=dict(mean=np.zeros(3), std=np.ones(3), to_rgb=True))
-
-
-def _batch():
-    g = torch.Generator().manual_seed(0)
-    return dict(img=torch.randn(2, 3, 64, 64, generator=g),
-                img_metas=[_meta(), _meta(56, 60)],
-                gt_bboxes=[torch.tensor([[8., 10., 40., 50.], [30., 4., 60., 30.]]),
-                           torch.zeros(0, 4)])
-
-
-def _resnet50_fpn_keys():
-    """``{key: shape}`` of mmdet 2.x's ResNet-50 (pytorch style) and FPN (256 channels, 4
-    lateral and 4 output convs), written from mmdet's module structure."""
-    keys = {}
-
-    def bn(name, c):
-        keys.update({f'{name}.weight': (c, ), f'{name}.bias': (c, ),
-                     f'{name}.running_mean': (c, ), f'{name}.running_var': (c, ),
-                     f'{name}.num_batches_tracked': ()})
-
-    keys['backbone.conv1.weight'] = (64, 3, 7, 7)
-    bn('backbone.bn1', 64)
-    inplanes = 64
-    for stage, blocks in enumerate((3, 4, 6, 3), 1):
-        planes = 64 * 2**(stage - 1)
-        for b in range(blocks):
-            p = f'backbone.layer{stage}.{b}'
-            keys[f'{p}.conv1.weight'] = (planes, inplanes, 1, 1)
-            bn(f'{p}.bn1', planes)
-            keys[f'{p}.conv2.weight'] = (planes, planes, 3, 3)
-            bn(f'{p}.bn2', planes)
-            keys[f'{p}.conv3.weight'] = (planes * 4, planes, 1, 1)
-            bn(f'{p}.bn3', planes * 4)
-            if b == 0:
-                keys[f'{p}.downsample.0.weight'] = (planes * 4, inplanes, 1, 1)
-                bn(f'{p}.downsample.1', planes * 4)
-            inplanes = planes * 4
-    for i, c in enumerate((256, 512, 1024, 2048)):
-        keys[f'neck.lateral_convs.{i}.conv.weight'] = (256, c, 1, 1)
-        keys[f'neck.lateral_convs.{i}.conv.bias'] = (256, )
-        keys[f'neck.fpn_convs.{i}.conv.weight'] = (256, 256, 3, 3)
-        keys[f'neck.fpn_convs.{i}.conv.bias'] = (256, )
-    return keys
-
-
-RPN_HEAD_KEYS = {'rpn_head.rpn_conv.weight': (256, 256, 3, 3), 'rpn_head.rpn_conv.bias': (256, ),
-                 'rpn_head.rpn_cls.weight': (3, 256, 1, 1), 'rpn_head.rpn_cls.bias': (3, ),
-                 'rpn_head.rpn_reg.weight': (12, 256, 1, 1), 'rpn_head.rpn_reg.bias': (12, )}
-
-
-def _load_strictly(model, expected):
-    """``model`` has exactly the ``expected`` keys and shapes: a state dict made from them
-    alone loads with ``strict=True``."""
-    state = model.state_dict()
-    assert sorted(state) == sorted(expected)
-    for key, shape in expected.items():
-        assert tuple(state[key].shape) == shape, key
-    g = torch.Generator().manual_seed(0)
-    ckpt = {k: torch.randn(shape, generator=g) if shape else torch.tensor(3)
-            for k, shape in expected.items()}
-    model.load_state_dict(ckpt, strict=True)
-    torch.testing.assert_close(model.state_dict()['rpn_head.rpn_cls.weight'],
-                               ckpt['rpn_head.rpn_cls.weight'])
-
 
 def test_mmdet_rpn_r50_fpn_keys_load_strictly():
     """mmdet's configs/_base_/models/rpn_r50_fpn.py, as it is."""
@@ -132,19 +25,19 @@ def test_mmdet_rpn_r50_fpn_keys_load_strictly():
                       norm_eval=True, style='pytorch'),
         neck=dict(type='FPN', in_channels=[256, 512, 1024, 2048], out_channels=256,
                   num_outs=5),
-        rpn_head=_rpn_head(256),
+        rpn_head=rpn_head_cfg(256),
         train_cfg=dict(rpn=dict(RPN_TRAIN_CFG, allowed_border=0)),
         test_cfg=dict(rpn=dict(RPN_TEST_CFG, nms_pre=2000)))
     model = build_detector(cfg)
-    _load_strictly(model, {**_resnet50_fpn_keys(), **RPN_HEAD_KEYS})
+    load_strictly(model, {**resnet50_fpn_keys(), **RPN_HEAD_KEYS})
 
 
 def test_train_step_losses_and_backward():
-    model = _rpn()
+    model = build_rpn()
     assert [n for n in model.checkpoint_units() if n.startswith('rpn_head')] == [
         f'rpn_head.level{i}' for i in range(5)]
     assert list(model.checkpoint_units())[-5:] == [f'rpn_head.level{i}' for i in range(5)]
-    out = model.train_step(_batch(), None)
+    out = model.train_step(rpn_batch(), None)
     assert out['num_samples'] == 2
     assert set(out['log_vars']) == {'loss_rpn_cls', 'loss_rpn_bbox', 'loss'}
     assert all(np.isfinite(v) for v in out['log_vars'].values())
@@ -153,14 +46,14 @@ def test_train_step_losses_and_backward():
     assert model.rpn_head.rpn_cls.weight.grad.abs().sum() > 0
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     with pytest.raises(TypeError, match='gt_labels'):  # an RPN pipeline collects no labels
-        model.train_step(dict(_batch(), gt_labels=[torch.zeros(2).long()] * 2), None)
+        model.train_step(dict(rpn_batch(), gt_labels=[torch.zeros(2).long()] * 2), None)
 
 
 def test_forward_takes_img_metas_second_as_mmdet():
     """mmdet 2.x's ``forward(img, img_metas, return_loss=True, **kwargs)``: callers (and
     mmdet's own tests) pass ``img_metas`` positionally."""
-    model = _rpn()
-    batch = _batch()
+    model = build_rpn()
+    batch = rpn_batch()
     torch.manual_seed(3)
     losses = model(batch['img'], batch['img_metas'], gt_bboxes=batch['gt_bboxes'])
     torch.manual_seed(3)
@@ -192,8 +85,8 @@ def _step(model, batch, seed=7):
                                   {'rpn_head': 'offload'},
                                   {'*': 'full', 'rpn_head.level1': 'selective'}])
 def test_every_checkpoint_mode_gives_identical_losses_and_grads(plan):
-    batch = _batch()
-    plain, cp = _rpn(), _rpn()
+    batch = rpn_batch()
+    plain, cp = build_rpn(), build_rpn()
     cp.load_state_dict(plain.state_dict())
     cp.set_checkpoint_plan(plan)
     ref, got = _step(plain, batch), _step(cp, batch)
@@ -206,35 +99,35 @@ def test_every_checkpoint_mode_gives_identical_losses_and_grads(plan):
 
 
 def test_with_cp_in_the_config_checkpoints_the_rpn_levels(count_cp):
-    model = _rpn(head_kw=dict(with_cp=True, cp_use_reentrant=True))
+    model = build_rpn(head_kw=dict(with_cp=True, cp_use_reentrant=True))
     assert {n: m for n, m in model.checkpoint_plan().items() if n.startswith('rpn_head')} == {
         f'rpn_head.level{i}': 'full' for i in range(5)}
-    out = model.train_step(_batch(), None)
+    out = model.train_step(rpn_batch(), None)
     assert count_cp['checkpoints'] == 5
     out['loss'].backward()
 
 
 def test_fp16_train_step_and_test():
-    model = wrap_fp16_model(_rpn())
+    model = wrap_fp16_model(build_rpn())
     dtypes = []
     model.rpn_head.rpn_cls.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
-    out = model.train_step(_batch(), None)
+    out = model.train_step(rpn_batch(), None)
     assert set(dtypes) == {torch.float16} and out['loss'].dtype == torch.float32
     assert all(np.isfinite(v) for v in out['log_vars'].values())
     out['loss'].backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     model.eval()
     with torch.no_grad():
-        proposals = model(img=[_batch()['img']], img_metas=[_batch()['img_metas']],
+        proposals = model(img=[rpn_batch()['img']], img_metas=[rpn_batch()['img_metas']],
                           return_loss=False)
     assert all(p.dtype == np.float32 and p.shape[1] == 5 and len(p) for p in proposals)
 
 
 def test_simple_test_returns_float32_proposals_rescaled_on_request():
-    model = _rpn()
+    model = build_rpn()
     model.eval()
-    batch = _batch()
-    metas = [_meta(), _meta(56, 60, scale=2.0)]
+    batch = rpn_batch()
+    metas = [img_meta(), img_meta(56, 60, scale=2.0)]
     with torch.no_grad():
         raw = model.simple_test(batch['img'], copy.deepcopy(metas))
         rescaled = model.simple_test(batch['img'], copy.deepcopy(metas), rescale=True)
@@ -261,10 +154,10 @@ def test_aug_test_maps_merged_proposals_into_the_first_view():
     """mmdet: the views' proposals are mapped back to the original image, merged by one NMS
     (over levels and views), and without ``rescale`` mapped into the first view again."""
     from torchvision.ops import nms
-    model = _rpn()
+    model = build_rpn()
     model.eval()
-    img = _batch()['img'][:1].flip(-1)
-    flip_meta = _meta(scale=2.0, flip=True)
+    img = rpn_batch()['img'][:1].flip(-1)
+    flip_meta = img_meta(scale=2.0, flip=True)
     with torch.no_grad():
         view = model.simple_test(img, [dict(flip_meta)])[0]  # in the view's frame
         merged = model.aug_test([img], [[dict(flip_meta)]])[0]
@@ -281,16 +174,16 @@ def test_aug_test_maps_merged_proposals_into_the_first_view():
 
 
 def test_two_stage_configs_fail_early_and_clearly():
-    base = dict(type='TwoStageDetector', backbone=_backbone(),
+    base = dict(type='TwoStageDetector', backbone=resnet_cfg(),
                 neck=dict(type='FPN', in_channels=[8, 16, 32, 64], out_channels=16,
                           num_outs=5),
-                rpn_head=_rpn_head(), train_cfg=dict(rpn=RPN_TRAIN_CFG),
+                rpn_head=rpn_head_cfg(), train_cfg=dict(rpn=RPN_TRAIN_CFG),
                 test_cfg=dict(rpn=RPN_TEST_CFG))
     model = build_detector(base)
     assert model.with_rpn and not model.with_roi_head and model.with_neck
     assert not model.with_bbox and not model.with_mask
     with pytest.raises(ValueError, match='needs a roi_head to train'):
-        model.train_step(dict(_batch(), gt_labels=[torch.zeros(2).long()] * 2), None)
+        model.train_step(dict(rpn_batch(), gt_labels=[torch.zeros(2).long()] * 2), None)
     with pytest.raises(UnknownKeyError, match="'train_cfg.rpn_propsal' .did you mean "
                                               "'train_cfg.rpn_proposal'"):
         build_detector(dict(base, train_cfg=dict(rpn=RPN_TRAIN_CFG, rpn_propsal={})))
@@ -303,11 +196,11 @@ def test_two_stage_configs_fail_early_and_clearly():
         model = build_detector(dict(base, pretrained='/nowhere/r18.pth'))
     assert model.backbone.init_cfg == dict(type='Pretrained', checkpoint='/nowhere/r18.pth')
     with pytest.raises(ValueError, match='RPN needs test_cfg'):
-        build_detector(dict(_rpn_cfg(), test_cfg=None))
+        build_detector(dict(rpn_cfg(), test_cfg=None))
 
 
 def test_rpn_show_result_draws_the_best_proposals(tmp_path):
-    model = _rpn()
+    model = build_rpn()
     img = np.zeros((64, 64, 3), np.uint8)
     proposals = np.array([[4., 4., 30., 30., .9], [34., 34., 60., 60., .8]], np.float32)
     drawn = model.show_result(img, proposals)
@@ -318,19 +211,6 @@ def test_rpn_show_result_draws_the_best_proposals(tmp_path):
     assert (tmp_path / 'p.jpg').exists()
 
 
-def _overfit(model, batch, steps=10):
-    torch.manual_seed(0)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    losses = []
-    for _ in range(steps):
-        out = model.train_step(copy.deepcopy(batch), opt)
-        opt.zero_grad()
-        out['loss'].backward()
-        opt.step()
-        losses.append(out['log_vars']['loss'])
-    return losses
-
-
 def test_rpn_overfits_one_batch():
-    losses = _overfit(_rpn(), _batch())
+    losses = overfit(build_rpn(), rpn_batch())
     assert losses[-1] < 0.5 * losses[0], losses

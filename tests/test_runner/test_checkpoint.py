@@ -10,7 +10,7 @@ from ckptzoo.runner import IterBasedRunner, OptimizerHook
 from ckptzoo.runner.checkpoint import (load_checkpoint, load_file, resolve_checkpoint_path,
                                      save_checkpoint)
 
-from .toy import ToyDataset, ToyRegressor, loader, make_model, quiet_logger
+from tests.helpers.toy import ToyDataset, ToyRegressor, loader, make_model, quiet_logger
 
 
 def test_crash_during_save_keeps_last_good_checkpoint(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ import pytest
 
 from ckptzoo.registry import build_hook
 from ckptzoo.runner.hooks import CheckpointHook
-from tests.test_runner.hook_fakes import FakeRunner
+from tests.helpers.hook_fakes import FakeRunner
 
 
 def _files(path):

@@ -12,7 +12,7 @@ from ckptzoo.runner import IterBasedRunner
 from ckptzoo.runner.checkpoint import load_checkpoint
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch
 
-from .toy import make_model
+from tests.helpers.toy import make_model
 
 
 def _classifier(depth=18, num_classes=4):

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from ckptzoo.runner import (GradientCumulativeOptimizerHook, Hook, IterBasedRunner,
                             MMDistributedDataParallel)
 
-from .toy import ToyDataset, flat_params, loader, make_model, quiet_logger
+from tests.helpers.toy import ToyDataset, flat_params, loader, make_model, quiet_logger
 
 K, MAX_ITERS = 2, 4
 CLIP = dict(max_norm=0.5)

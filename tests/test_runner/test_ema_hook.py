@@ -12,22 +12,10 @@ from ckptzoo.runner import (CheckpointHook, EMAHook, EpochBasedRunner, EvalHook,
                             ExpMomentumEMAHook, GradientCumulativeFp16OptimizerHook,
                             GradientCumulativeOptimizerHook, IterBasedRunner)
 
-from .toy import ToyDataset, loader, make_model, quiet_logger
+from tests.helpers.ema import ema_checkpoint_hook, run_ema
+from tests.helpers.toy import ToyDataset, loader
 
 NAMES = ('fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias')
-
-
-class _Recorder:
-    """The weights after every optimizer step (the reference the average is computed from)."""
-
-    def __init__(self, model, optimizer):
-        self.model = model
-        self.initial = self.snapshot()
-        self.steps = []
-        optimizer.register_step_post_hook(lambda *a: self.steps.append(self.snapshot()))
-
-    def snapshot(self):
-        return {n: p.detach().clone() for n, p in self.model.named_parameters()}
 
 
 def _reference_ema(recorder, momentum_fun, interval=1, mmcv=False):
@@ -47,23 +35,6 @@ def _ema_of(model, hook):
     return {n: getattr(model, 'ema_' + n.replace('.', '_')) for n in NAMES}
 
 
-def _run(runner_cls, opt_hook, ema_hook, data=None, work_dir=None, resume=None, extra=(),
-         **runner_kwargs):
-    model = make_model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    recorder = _Recorder(model, optimizer)
-    runner = runner_cls(model, optimizer=optimizer, logger=quiet_logger(), work_dir=work_dir,
-                        **runner_kwargs)
-    runner.register_hook(opt_hook, priority='ABOVE_NORMAL')
-    runner.register_hook(ema_hook, priority=49)
-    for hook, priority in extra:
-        runner.register_hook(hook, priority=priority)
-    if resume is not None:
-        runner.resume(resume)
-    runner.run([loader(data or ToyDataset(8), 1)], [('train', 1)])
-    return model, runner, recorder
-
-
 def _exp(momentum, total_iter):
     return lambda x: (1 - momentum) * math.exp(-(1 + x) / total_iter) + momentum
 
@@ -72,7 +43,7 @@ def _exp(momentum, total_iter):
 def test_exp_momentum_matches_reference_once_per_step(cumulative):
     opt = GradientCumulativeOptimizerHook(cumulative_iters=cumulative)
     hook = ExpMomentumEMAHook(momentum=0.1, total_iter=5)
-    model, runner, rec = _run(IterBasedRunner, opt, hook, max_iters=8)
+    model, runner, rec = run_ema(IterBasedRunner, opt, hook, max_iters=8)
     assert len(rec.steps) == hook.steps == (8 if cumulative == 1 else 3)
     ref = _reference_ema(rec, _exp(0.1, 5))
     got = _ema_of(model, hook)
@@ -83,7 +54,7 @@ def test_exp_momentum_matches_reference_once_per_step(cumulative):
 
 def test_mmcv_ema_hook_interval_and_warm_up():
     hook = EMAHook(momentum=0.5, interval=2, warm_up=3)
-    model, _, rec = _run(IterBasedRunner, GradientCumulativeOptimizerHook(), hook, max_iters=7)
+    model, _, rec = run_ema(IterBasedRunner, GradientCumulativeOptimizerHook(), hook, max_iters=7)
     ref = _reference_ema(rec, lambda x: min(0.5 ** 2, (1 + x) / (3 + x)), interval=2,
                          mmcv=True)
     for n in NAMES:
@@ -92,7 +63,7 @@ def test_mmcv_ema_hook_interval_and_warm_up():
 
 def test_momentum_one_is_the_model():
     hook = build_hook(dict(type='ExpMomentumEMAHook', momentum=1.0, total_iter=3))
-    model, _, rec = _run(EpochBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=2),
+    model, _, rec = run_ema(EpochBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=2),
                          hook, max_epochs=2)
     assert hook.swapped  # the model holds the average at the end of the epoch
     for n, p in model.named_parameters():
@@ -109,7 +80,7 @@ class _InfAt(GradientCumulativeFp16OptimizerHook):
 
 def test_skipped_fp16_steps_do_not_update():
     hook = ExpMomentumEMAHook(momentum=0.2, total_iter=4)
-    model, _, rec = _run(IterBasedRunner, _InfAt(cumulative_iters=2, loss_scale='dynamic'),
+    model, _, rec = run_ema(IterBasedRunner, _InfAt(cumulative_iters=2, loss_scale='dynamic'),
                          hook, max_iters=8)
     assert len(rec.steps) == hook.steps == 2  # 4 windows, 2 overflowed
     ref = _reference_ema(rec, _exp(0.2, 4))
@@ -134,17 +105,13 @@ def test_evaluation_uses_the_ema_weights():
         runner_cls = EpochBasedRunner if by_epoch else IterBasedRunner
         evaluation = EvalHook(loader(Data(4), 2), interval=1 if by_epoch else 8,
                               by_epoch=by_epoch, test_fn=test_fn)
-        model, _, rec = _run(runner_cls, GradientCumulativeOptimizerHook(), hook,
+        model, _, rec = run_ema(runner_cls, GradientCumulativeOptimizerHook(), hook,
                              extra=[(evaluation, 'LOW')], **runner_kwargs)
         ref = _reference_ema(rec, _exp(0.3, 4))
         assert len(seen) == 1
         for n in NAMES:
             torch.testing.assert_close(seen[0][n], ref[n], rtol=0, atol=1e-7)
             assert not torch.allclose(seen[0][n], rec.steps[-1][n], atol=1e-4)
-
-
-def _ckpt_hook():
-    return CheckpointHook(interval=1, by_epoch=False, max_keep_ckpts=-1)
 
 
 def test_resume_at_every_iteration_is_bit_identical(tmp_path):
@@ -160,14 +127,14 @@ def test_resume_at_every_iteration_is_bit_identical(tmp_path):
         return ExpMomentumEMAHook(momentum=0.05, total_iter=6)
 
     full_dir = tmp_path / 'full'
-    model, runner, _ = _run(EpochBasedRunner, opt(), ema(), data, str(full_dir),
-                            extra=[(_ckpt_hook(), 'NORMAL'),
+    model, runner, _ = run_ema(EpochBasedRunner, opt(), ema(), data, str(full_dir),
+                            extra=[(ema_checkpoint_hook(), 'NORMAL'),
                                    (CheckpointHook(interval=1, max_keep_ckpts=-1), 'NORMAL')],
                             max_epochs=3)
     expected = {k: v.clone() for k, v in model.state_dict().items()}
     names = [f'iter_{it}.pth' for it in range(1, 15)] + ['epoch_1.pth', 'epoch_2.pth']
     for name in names:
-        model, runner, _ = _run(EpochBasedRunner, opt(), ema(), data,
+        model, runner, _ = run_ema(EpochBasedRunner, opt(), ema(), data,
                                 str(tmp_path / f'resumed_{name}'),
                                 resume=str(full_dir / name), max_epochs=3)
         for key, value in expected.items():
@@ -177,10 +144,10 @@ def test_resume_at_every_iteration_is_bit_identical(tmp_path):
 _FRESH = """
 import sys, torch
 sys.path.insert(0, {root!r})
-from tests.test_runner.test_ema_hook import _run, _ckpt_hook
-from tests.test_runner.toy import ToyDataset
+from tests.helpers.ema import run_ema, ema_checkpoint_hook
+from tests.helpers.toy import ToyDataset
 from ckptzoo.runner import GradientCumulativeOptimizerHook, IterBasedRunner, ExpMomentumEMAHook
-model, runner, _ = _run(IterBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=3),
+model, runner, _ = run_ema(IterBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=3),
                         ExpMomentumEMAHook(momentum=0.05, total_iter=6), ToyDataset(5),
                         {work_dir!r}, resume={resume!r}, max_iters=10)
 torch.save(model.state_dict(), {out!r})
@@ -189,9 +156,9 @@ torch.save(model.state_dict(), {out!r})
 
 def test_resume_in_a_fresh_process(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    model, _, _ = _run(IterBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=3),
+    model, _, _ = run_ema(IterBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=3),
                        ExpMomentumEMAHook(momentum=0.05, total_iter=6), ToyDataset(5),
-                       str(tmp_path / 'full'), extra=[(_ckpt_hook(), 'NORMAL')], max_iters=10)
+                       str(tmp_path / 'full'), extra=[(ema_checkpoint_hook(), 'NORMAL')], max_iters=10)
     out = str(tmp_path / 'resumed.pth')
     code = _FRESH.format(root=root, work_dir=str(tmp_path / 'resumed'), out=out,
                          resume=str(tmp_path / 'full' / 'iter_4.pth'))

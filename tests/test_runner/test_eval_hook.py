@@ -11,8 +11,8 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from ckptzoo.apis import collect_results, multi_gpu_test, single_gpu_test
 from ckptzoo.registry import build_hook
 from ckptzoo.runner.hooks import CheckpointHook, DistEvalHook, EvalHook, TextLoggerHook
-from tests.test_runner.hook_fakes import FakeRunner
-from tests.test_runner.toy import ToyDataset, loader, make_model, quiet_logger
+from tests.helpers.hook_fakes import FakeRunner
+from tests.helpers.toy import ToyDataset, loader, make_model, quiet_logger
 
 
 class ScoredDataset(Dataset):

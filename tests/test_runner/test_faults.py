@@ -12,7 +12,7 @@ from ckptzoo.runner import (CheckpointHook, Fp16OptimizerHook, Hook, IterBasedRu
                             OptimizerHook, TrainingPreempted, find_latest_checkpoint)
 from ckptzoo.runner.checkpoint import load_file
 
-from .toy import ToyDataset, ToyRegressor, make_model, quiet_logger
+from tests.helpers.toy import ToyDataset, ToyRegressor, make_model, quiet_logger
 
 
 class NanFrom(ToyDataset):

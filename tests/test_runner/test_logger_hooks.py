@@ -12,7 +12,7 @@ from ckptzoo.runner.hooks import (Hook, IterTimerHook, LoggerHook, TensorboardLo
                                   TextLoggerHook)
 from ckptzoo.runner.hooks.logger import text as text_module
 from ckptzoo.runner.hooks import iter_timer as iter_timer_module
-from tests.test_runner.hook_fakes import FakeRunner
+from tests.helpers.hook_fakes import FakeRunner
 
 
 def _fixed_step(runner, batch):

@@ -10,7 +10,8 @@ from ckptzoo.runner.hooks import (CosineAnnealingLrUpdaterHook, CosineRestartLrU
                                   FlatCosineAnnealingLrUpdaterHook, Hook, InvLrUpdaterHook,
                                   LinearAnnealingLrUpdaterHook, OneCycleLrUpdaterHook,
                                   PolyLrUpdaterHook, StepLrUpdaterHook, build_lr_hook)
-from tests.test_runner.hook_fakes import CumulativeStub, FakeRunner
+from tests.helpers.hook_fakes import CumulativeStub, FakeRunner
+from tests.helpers.schedules import cyclic_reference
 
 
 class LrRecorder(Hook):
@@ -246,22 +247,12 @@ def test_cosine_restart(tmp_path):
              iters=11)
 
 
-def _cyclic_reference(base, i, per_cycle, up, high, low, gamma):
-    """The cyclic schedule from its definition: cosine up, then down, amplitude gamma**cycle."""
-    cycle, t = divmod(i, per_cycle)
-    peak = base + gamma**cycle * (high - base)
-    if t < up:
-        return peak + 0.5 * (base - peak) * (1 + math.cos(math.pi * t / up))
-    return low * base + 0.5 * (peak - low * base) * (1 + math.cos(math.pi * (t - up) /
-                                                                  (per_cycle - up)))
-
-
 def test_cyclic(tmp_path):
     hook = CyclicLrUpdaterHook(target_ratio=(10, 1e-4), cyclic_times=2, step_ratio_up=0.4,
                                gamma=0.5)
     lrs = _first(_run(_runner(tmp_path), hook, iters=10))
     # 10 iterations, 2 cycles of 5, int(0.4 * 5) = 2 rising
-    assert lrs == pytest.approx([_cyclic_reference(0.1, i, 5, 2, 1.0, 1e-4, 0.5)
+    assert lrs == pytest.approx([cyclic_reference(0.1, i, 5, 2, 1.0, 1e-4, 0.5)
                                  for i in range(10)], rel=1e-12)
     assert lrs[2] == pytest.approx(1.0) and lrs[7] == pytest.approx(0.55)
     linear = _first(_run(_runner(tmp_path), CyclicLrUpdaterHook(

@@ -10,9 +10,9 @@ from ckptzoo.runner.hooks import (CosineAnnealingMomentumUpdaterHook, CyclicMome
                                   Hook, LinearAnnealingMomentumUpdaterHook,
                                   OneCycleLrUpdaterHook, OneCycleMomentumUpdaterHook,
                                   StepMomentumUpdaterHook, build_momentum_hook)
-from tests.test_runner.hook_fakes import CumulativeStub, FakeRunner
-from tests.test_runner.test_lr_updater import _cyclic_reference
-from tests.test_runner.toy import ToyDataset, loader, make_model, quiet_logger
+from tests.helpers.hook_fakes import CumulativeStub, FakeRunner
+from tests.helpers.schedules import cyclic_reference
+from tests.helpers.toy import ToyDataset, loader, make_model, quiet_logger
 
 
 class MomentumRecorder(Hook):
@@ -85,7 +85,7 @@ def test_cyclic(tmp_path):
                                      step_ratio_up=0.4, gamma=0.5)
     values, _ = _run(tmp_path, [(hook, 'HIGH')], iters=10)
     assert _moms(values) == pytest.approx(
-        [_cyclic_reference(0.9, i, 5, 2, 0.9 * 0.85 / 0.95, 1.0, 0.5) for i in range(10)],
+        [cyclic_reference(0.9, i, 5, 2, 0.9 * 0.85 / 0.95, 1.0, 0.5) for i in range(10)],
         rel=1e-12)
 
 
@@ -154,9 +154,9 @@ def test_registered_by_the_runner(tmp_path):
     runner.register_hook(recorder, 'LOWEST')
     runner.run([loader(ToyDataset())], [('train', 1)])
     lrs, moms = zip(*recorder.values)
-    assert lrs == pytest.approx([_cyclic_reference(1e-3, i, 10, 4, 1e-2, 1e-4, 1)
+    assert lrs == pytest.approx([cyclic_reference(1e-3, i, 10, 4, 1e-2, 1e-4, 1)
                                  for i in range(10)], rel=1e-9)
-    assert moms == pytest.approx([_cyclic_reference(0.95, i, 10, 4, 0.85, 1.0, 1)
+    assert moms == pytest.approx([cyclic_reference(0.95, i, 10, 4, 0.85, 1.0, 1)
                                   for i in range(10)], rel=1e-9)
 
 

@@ -9,7 +9,7 @@ from ckptzoo.runner import (EpochBasedRunner, Fp16OptimizerHook,
                             GradientCumulativeFp16OptimizerHook,
                             GradientCumulativeOptimizerHook, IterBasedRunner, OptimizerHook)
 
-from .toy import ToyDataset, flat_params, loader, make_model, quiet_logger
+from tests.helpers.toy import ToyDataset, flat_params, loader, make_model, quiet_logger
 
 CLIP = dict(max_norm=0.5, norm_type=2)
 

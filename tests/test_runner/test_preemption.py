@@ -19,7 +19,7 @@ from ckptzoo.runner import (CheckpointHook, Hook, IterBasedRunner, OptimizerHook
 from ckptzoo.runner.checkpoint import load_file
 from ckptzoo.runner.preemption import GRACE_ENV, PreemptionFlag
 
-from .toy import ToyDataset, make_model, quiet_logger
+from tests.helpers.toy import ToyDataset, make_model, quiet_logger
 
 
 def _runner(work_dir, *hooks, max_iters=1, ckpt=False):

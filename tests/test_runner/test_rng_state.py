@@ -19,9 +19,9 @@ from ckptzoo.runner import (CheckpointHook, EpochBasedRunner, IterBasedRunner,
 from ckptzoo.runner.hooks import EvalHook
 from ckptzoo.runner.rng_state import get_rng_state, restore_rng_state, set_rng_state
 
-from tests.test_tools.fault_injection import ToyEvalDataset
+from tests.helpers.faults import ToyEvalDataset
 
-from .toy import DropoutRegressor, ToyDataset, quiet_logger
+from tests.helpers.toy import DropoutRegressor, ToyDataset, quiet_logger
 
 
 def _seed(seed):

@@ -1,7 +1,7 @@
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from ckptzoo.registry import build_hook
-from tests.test_runner.hook_fakes import FakeRunner
+from tests.helpers.hook_fakes import FakeRunner
 
 DATA = list(range(8))
 

@@ -12,7 +12,7 @@ import torch
 from ckptzoo.runner import (EpochBasedRunner, IterTimerHook, MlflowLoggerHook, OptimizerHook,
                             TextLoggerHook, WandbLoggerHook)
 
-from .toy import ToyDataset, loader, make_model, quiet_logger
+from tests.helpers.toy import ToyDataset, loader, make_model, quiet_logger
 
 
 def _train(work_dir, tracker):

@@ -6,8 +6,8 @@ import os.path as osp
 import torch
 from mmengine.config import Config
 
-from tests.test_memory.test_planner import TINY
-from tests.tool_loader import load_tool
+from tests.helpers.configs import TINY
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 

@@ -16,7 +16,7 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 from ckptzoo.datasets import generate_coco
-from tests.tool_loader import load_tool
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 _SPEC = importlib.util.find_spec('mmdet')  # the package folder; mmdet is never imported

@@ -21,10 +21,10 @@ import torch
 
 from ckptzoo.runner.preemption import PreemptionFlag
 
-from .fault_injection import ROOT, start_train, wait
+from tests.helpers.faults import ROOT, start_train, wait
 
 BASE_CFG = """
-custom_imports = dict(imports=['tests.test_runner.toy', 'tests.test_tools.fault_injection'],
+custom_imports = dict(imports=['tests.helpers.toy', 'tests.helpers.faults'],
                       allow_failed_imports=False)
 model = dict(type='ToyRegressor')
 data = dict(samples_per_gpu=1, workers_per_gpu={workers},

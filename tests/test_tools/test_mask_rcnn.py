@@ -11,7 +11,7 @@ import re
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from tests.tool_loader import load_tool
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'coco', 'mask_rcnn_r18_fpn_synthetic_coco_cp.py')

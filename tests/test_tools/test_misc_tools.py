@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ckptzoo.visualization import get_palette
-from tests.tool_loader import load_tool
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'retinanet_cp.py')

@@ -6,7 +6,7 @@ import os
 import os.path as osp
 
 import pytest
-from tests.tool_loader import load_tool
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py')

@@ -8,7 +8,7 @@ import torch
 from mmengine.config import Config
 
 from ckptzoo.registry import build_model
-from tests.tool_loader import load_tool
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py')

@@ -7,27 +7,11 @@ import sys
 
 import pytest
 import torch
-from tests.tool_loader import load_tool
+from tests.helpers.configs import TOY_CFG
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TRAIN = osp.join(ROOT, 'tools', 'train.py')
-
-TOY_CFG = """
-custom_imports = dict(imports=['tests.test_runner.toy'], allow_failed_imports=False)
-model = dict(type='ToyRegressor')
-data = dict(samples_per_gpu=1, workers_per_gpu=0,
-            train=dict(type='ToyDataset', num_samples=8))
-optimizer = dict(type='SGD', lr=0.05, momentum=0.9, weight_decay=1e-3)
-optimizer_config = dict(type='GradientCumulativeOptimizerHook', cumulative_iters=3,
-                        grad_clip=dict(max_norm=1.0))
-lr_config = dict(policy='step', by_epoch=False, step=[5], warmup='linear', warmup_iters=2,
-                 warmup_ratio=0.5)
-checkpoint_config = dict(interval=1, by_epoch=False)
-log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook')])
-workflow = [('train', 1)]
-seed = 0
-"""
-
 
 def _run(args, cwd):
     env = dict(os.environ, PYTHONPATH=ROOT)

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from .test_train import TOY_CFG
+from tests.helpers.configs import TOY_CFG
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TRAIN = osp.join(ROOT, 'tools', 'train.py')

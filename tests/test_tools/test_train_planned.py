@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import os.path as osp
+import re
 import subprocess
 import sys
 
@@ -12,9 +13,10 @@ import torch
 from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.memory import minimum_peak
+from ckptzoo.memory import minimum_peak, predict_peak, uniform_plan
 from ckptzoo.memory.probe import probe, probe_batch, probe_modes, worst_case_shape
-from tests.test_memory.test_planner import TINY
+from tests.helpers.configs import TINY, build_tiny
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -82,3 +84,70 @@ def test_budget_reached_by_accumulation_trains_with_it(tmp_path):
     resumed = _weights(tmp_path / 'work' / 'iter_4.pth')
     for key, value in reference.items():
         assert torch.equal(resumed[key], value), key
+
+
+def _tool(script, args, tmp_path):
+    proc = subprocess.run([sys.executable, osp.join(ROOT, 'tools', script)] + args,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    return proc
+
+
+def test_tools_plan_memory_and_train(tmp_path, probed, capsys):
+    _, _, _, table = probed
+    budget = (predict_peak(table, uniform_plan(table, 'full')) +
+              predict_peak(table, uniform_plan(table, None))) // 2
+    cfg_path = tmp_path / 'tiny.py'
+    Config(dict(TINY, memory_budget=f'{budget}B',
+                checkpoint_config=dict(interval=2, by_epoch=False))).dump(str(cfg_path))
+    out = tmp_path / 'plan.json'
+    tool = load_tool('plan_memory.py')
+    assert tool.main([str(cfg_path), '--out', str(out), '--work-dir', str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out
+    assert 'selective MiB' in stdout and 'measured peak' in stdout
+    plan = json.loads(out.read_text())
+    assert set(plan) >= {'budget_bytes', 'predicted_peak_bytes', 'measured_peak_bytes', 'plan',
+                         'segments', 'fp16', 'cumulative_iters', 'samples_per_gpu'}
+    assert plan['budget_bytes'] == budget and plan['measured_peak_bytes'] <= budget
+    _, run = build_tiny(tmp_path / 'check')
+    assert dict(run.runner.model.set_checkpoint_plan(plan['plan'])) == plan['plan']
+
+    work = tmp_path / 'work'
+    proc = _tool('train.py', [str(cfg_path), '--work-dir', str(work)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    saved = json.loads((work / 'memory_plan.json').read_text())
+    assert saved['measured_peak_bytes'] <= budget
+    proc = _tool('train.py', [str(cfg_path), '--work-dir', str(work), '--resume-from',
+                              str(work / 'latest.pth')], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert 'memory plan: reusing' in proc.stdout + proc.stderr
+
+
+def test_ddp_every_rank_trains_rank0s_plan(tmp_path, probed):
+    """2-rank gloo: the probe steps all-reduce their log variables on every rank, so all ranks
+    probe in step and follow rank 0's table and measurements."""
+    import socket
+    _, _, _, table = probed
+    # every rank also holds DDP's gradient buckets, which a single process does not
+    budget = (predict_peak(table, uniform_plan(table, 'full')) +
+              predict_peak(table, uniform_plan(table, None))) // 2 + table.fixed['gradients']
+    cfg_path = tmp_path / 'tiny_ddp.py'
+    Config(dict(TINY, memory_budget=budget, dist_params=dict(backend='gloo'),
+                checkpoint_config=dict(interval=4, by_epoch=False))).dump(str(cfg_path))
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run(
+        [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
+         '--master_port', str(port), osp.join(ROOT, 'tools', 'train.py'), str(cfg_path),
+         '--launcher', 'pytorch', '--work-dir', str(tmp_path / 'work')],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        env=dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1'))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = json.loads((tmp_path / 'work' / 'memory_plan.json').read_text())
+    assert saved['measured_peak_bytes'] <= budget
+    assert (tmp_path / 'work' / 'iter_4.pth').exists()
+    # the peak counts the reducer's buckets: a copy of every gradient
+    fixed = re.search(r'fixed: parameters .*', proc.stdout + proc.stderr).group(0)
+    gradients = re.search(r'gradients ([\d.]+ \w+)', fixed).group(1)
+    assert f'ddp_buckets {gradients}' in fixed, fixed

@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from .fault_injection import start_train, wait
+from tests.helpers.faults import start_train, wait
 
 CFG = """
-custom_imports = dict(imports=['tests.test_runner.toy', 'tests.test_tools.fault_injection'],
+custom_imports = dict(imports=['tests.helpers.toy', 'tests.helpers.faults'],
                       allow_failed_imports=False)
 model = dict(type='DropoutRegressor')
 data = dict(samples_per_gpu=1, workers_per_gpu=0,

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from ckptzoo.utils.log_analysis import cal_train_time, load_json_logs, plot_curve
-from tests.tool_loader import load_tool
+from tests.helpers.tools import load_tool
 
 matplotlib.use('Agg')
 

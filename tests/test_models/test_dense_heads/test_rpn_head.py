@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 from ckptzoo.registry import UnknownKeyError, build_head
 
-from .._cp_utils import one_thread as _one_thread
+from tests.helpers.checkpointing import one_thread as _one_thread
 
 one_thread = pytest.fixture(autouse=True)(_one_thread)
 

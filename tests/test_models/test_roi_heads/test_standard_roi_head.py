@@ -10,7 +10,7 @@ from ckptzoo.core.bbox import bbox2roi
 from ckptzoo.core.post_processing import multiclass_nms
 from ckptzoo.registry import MODELS
 
-from .._cp_utils import one_thread
+from tests.helpers.checkpointing import one_thread
 
 STRIDES = [4, 8, 16, 32]
 TRAIN_CFG = dict(

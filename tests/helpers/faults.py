@@ -35,8 +35,8 @@ import torch
 from ckptzoo.registry import DATASETS, HOOKS
 from ckptzoo.runner.hooks import EvalHook, Hook
 
-from tests.test_runner.toy import ToyDataset
-from tests.tool_loader import load_tool
+from tests.helpers.toy import ToyDataset
+from tests.helpers.tools import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TRAIN = osp.join(ROOT, 'tools', 'train.py')

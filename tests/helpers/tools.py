@@ -2,7 +2,7 @@
 import importlib.util
 import os.path as osp
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 def load_tool(relpath):
