@@ -3,7 +3,8 @@ ResNet-50 / DenseNet-121 / Swin-T, each with its own checkpointing, in a plain P
 
 timm is optional (``pip install .[bench]``); its rows say so when it is missing.
 """
-from .variants import Variant, dataset_cfg, load_config, setup_job, variant_cfg
+from .synthetic import voc_dataset
+from .variants import Variant, load_config, setup_job, variant_cfg
 
 def import_timm():
     """The timm module, or None when it is not installed."""
@@ -130,7 +131,7 @@ def run_tv_retinanet(args, device, default=False):
     from ckptzoo.registry import build_optimizer
     cfg = load_config(args)
     variant_cfg(cfg, Variant(), args.batch)
-    loader = build_dataloader(build_dataset(dataset_cfg(args, cfg)), args.batch, 0, num_gpus=1,
+    loader = build_dataloader(build_dataset(voc_dataset(cfg, args.data_root, args.img_size)), args.batch, 0, num_gpus=1,
                               dist=False, seed=args.seed, shuffle=True)
     w, h = args.img_size if len(args.img_size) == 2 else args.img_size * 2
     body = resnet_fpn_backbone(backbone_name='resnet50', weights=None,

@@ -234,7 +234,7 @@ def image_size(args):
 def header(args, argv, cuda):
     """The command line, then what was run on what and how it was measured."""
     import torch
-    return [f'command: `{"python tools/benchmark.py " + " ".join(argv)}`', '',
+    return [f'command: `{"python tools/benchmarks/steps.py " + " ".join(argv)}`', '',
             f'device: {_device_name(cuda, args.threads)}; torch {torch.__version__}', '',
             f'config `{args.config}`, generated VOC data resized to {image_size(args)} (W×H), '
             f'batch {args.batch} images per optimizer step, {args.warmup} warm-up + '

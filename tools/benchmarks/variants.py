@@ -7,9 +7,9 @@ under ``model.``). The run is the one ``ckptzoo.apis.build_training`` assembles 
 ``tools/train.py``, on generated VOC data.
 """
 import logging
-import os.path as osp
-import tempfile
 from typing import Any, NamedTuple
+
+from . import synthetic
 
 
 class Variant(NamedTuple):
@@ -46,27 +46,6 @@ def setup_job(args):
     return resolve_device(dict(device=args.device))
 
 
-def dataset_cfg(args, cfg):
-    """The generated VOC data through the config's pipeline, Resize set to --img-size."""
-    from ckptzoo.datasets import generate_voc
-    from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-    from ckptzoo.memory.step import train_pipeline
-    devkit = generate_voc(args.data_root, num_trainval=64, num_test=0, img_size=256, seed=0)
-    w, h = args.img_size if len(args.img_size) == 2 else args.img_size * 2
-    pipeline = [dict(t) for t in train_pipeline(cfg)]
-    if not pipeline:
-        raise KeyError('the config has no training pipeline (data.train.pipeline)')
-    resizes = [t for t in pipeline if t['type'] == 'Resize']
-    if not resizes:
-        raise KeyError('the training pipeline has no Resize to set the image size')
-    for t in resizes:
-        t.update(img_scale=(w, h), keep_ratio=False)
-        t.pop('ratio_range', None)
-    return dict(type='VOCDataset', classes=SYNTHETIC_CLASSES,
-                ann_file=osp.join(devkit, 'VOC2007', 'ImageSets', 'Main', 'trainval.txt'),
-                img_prefix=osp.join(devkit, 'VOC2007') + '/', pipeline=pipeline)
-
-
 def variant_cfg(cfg, settings, batch):
     """Set the :class:`Variant` ``settings`` in ``cfg`` (in place), ``batch`` images per
     optimizer step; returns the options."""
@@ -96,16 +75,13 @@ def bench_run(args, cfg, max_iters, device):
     checkpoints, logs or lr schedule (they would only add noise to the step)."""
     from ckptzoo.apis import build_training
     from ckptzoo.datasets import build_dataset
-    cfg.runner = dict(type='IterBasedRunner', max_iters=max_iters)
+    synthetic.step_only(cfg, 'ckptzoo_bench_', dict(type='IterBasedRunner', max_iters=max_iters),
+                        args.seed)
     cfg.workflow = [('train', max_iters)]
-    cfg.lr_config = cfg.checkpoint_config = cfg.log_config = None
-    cfg.custom_hooks = None
     cfg.device = device
-    cfg.seed = args.seed
     cfg.data.workers_per_gpu = 0
     cfg.data.pop('train_dataloader', None)
-    cfg.work_dir = tempfile.mkdtemp(prefix='ckptzoo_bench_')
-    dataset = build_dataset(dataset_cfg(args, cfg))
+    dataset = build_dataset(synthetic.voc_dataset(cfg, args.data_root, args.img_size))
     return build_training(cfg, datasets=[dataset], logger=_Quiet())
 
 

@@ -1,8 +1,9 @@
 """Peak memory and time per training step of the memory savers, in one command.
 
-    python tools/benchmark.py [CONFIG] [--img-size W [H]] [--batch B] [--iters N] [--warmup W]
-                              [--peers] [--peer-plans NAME ...] [--rounds N]
-                              [--device cpu|cuda] [--out-dir DIR] [--data-root DIR]
+    python tools/benchmarks/steps.py [CONFIG] [--img-size W [H]] [--batch B] [--iters N]
+                                     [--warmup W] [--peers] [--peer-plans NAME ...]
+                                     [--rounds N] [--device cpu|cuda] [--out-dir DIR]
+                                     [--data-root DIR]
 
 Each variant of CONFIG (default: RetinaNet R50-FPN on VOC) runs in its own process: ``base``,
 ``fp16`` (``fp16 = dict(loss_scale=512.)``), ``accum2`` (``cumulative_iters=2`` at half the
@@ -47,8 +48,9 @@ measured in one run, side by side; on a shared machine ``--rounds N`` runs every
 times round-robin (A B C A B C ...): times then pool all steps of all rounds, and a ratio is the
 median of per-step ratios taken within each round, so a slow spell weighs on both sides.
 
-This file is the command line and the job processes; ``tools/benchmarks/`` holds the
-variants' run (``variants``), the peers (``peers``) and the tables and charts (``report``).
+This file is the command line and the job processes; beside it in ``tools/benchmarks/``: the
+variants' run (``variants``), the peers (``peers``), the tables and charts (``report``) and the
+generated data and configs (``synthetic``).
 """
 import argparse
 import json
@@ -60,12 +62,12 @@ import tempfile
 import time
 import traceback
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from benchmarks import report  # noqa: E402  (tools/benchmarks/, beside this file)
-from benchmarks.peers import import_timm, run_peer  # noqa: E402
-from benchmarks.variants import Variant, run_variant  # noqa: E402
+from tools.benchmarks import report  # noqa: E402
+from tools.benchmarks.peers import import_timm, run_peer  # noqa: E402
+from tools.benchmarks.variants import Variant, run_variant  # noqa: E402
 
 DEFAULT_CONFIG = 'configs/voc/retinanet_r50_fpn_1x_voc0712.py'
 

@@ -1,6 +1,6 @@
 """Plans that follow the batch, measured on every step of an epoch of mixed-shape data.
 
-    python tools/benchmark_batch_plans.py [--variants fixed range] [--budgets 5] [--rounds 1]
+    python tools/benchmarks/batch_plans.py [--variants fixed range] [--budgets 5] [--rounds 1]
 
 Data shaped like users': a generated COCO-format set of 16 images in landscape, portrait, wide
 and square sizes with 1-8 boxes each and one crowded image of 150 boxes. Model: mmdet 2.x's
@@ -24,52 +24,15 @@ import logging
 import os.path as osp
 import statistics
 import sys
-import tempfile
 import time
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, ROOT)
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+from tools.benchmarks import synthetic  # noqa: E402
+
 MIB = 2 ** 20
 #: (height, width) of the generated images, used in turn: both orientations, wide, square
-SHAPES = [(480, 640), (640, 480), (300, 800), (500, 500), (427, 640), (640, 427), (360, 640),
-          (800, 300)]
-
-
-def _data():
-    from ckptzoo.datasets import generate_coco
-    return generate_coco(osp.join(ROOT, 'data/benchmark_coco_mixed'), num_train=16, num_val=0,
-                         img_shapes=SHAPES, max_objects=8, crowded_objects=150, seed=0)
-
-
-def _cfg(variant, root):
-    from mmengine.config import Config
-
-    from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-    cfg = Config.fromfile(osp.join(ROOT, 'configs/coco/retinanet_r50_fpn_1x_coco.py'))
-    cfg.model.backbone.init_cfg = None
-    cfg.model.bbox_head.num_classes = len(SYNTHETIC_CLASSES)
-    pipeline = [dict(t) for t in cfg.data.train.pipeline]
-    for t in pipeline:
-        if t['type'] == 'Resize':
-            if variant == 'range':
-                t.update(img_scale=[(512, 256), (512, 320)], multiscale_mode='range')
-            else:
-                t.update(img_scale=(512, 320))
-    cfg.data.train = dict(type='CocoDataset', classes=SYNTHETIC_CLASSES, pipeline=pipeline,
-                          ann_file=osp.join(root, 'annotations/instances_train2017.json'),
-                          img_prefix=osp.join(root, 'train2017/'))
-    cfg.data.samples_per_gpu = 2
-    cfg.data.workers_per_gpu = 0
-    cfg.work_dir = tempfile.mkdtemp(prefix='ckptzoo_bench_batch_plans_')
-    cfg.checkpoint_config = cfg.log_config = cfg.lr_config = None
-    cfg.custom_hooks = None
-    cfg.evaluation = None
-    cfg.runner = dict(type='EpochBasedRunner', max_epochs=1)
-    cfg.seed = 0
-    return cfg
-
-
 class _Steps:
     """Steps of the run from one saved start (weights, optimizer state), so that every
     variant computes the same step on the same batch."""
@@ -109,7 +72,7 @@ def bench(variant, args, out):
     from ckptzoo.memory.step import probe_batch, train_step
     from ckptzoo.runner.utils import get_model_device, move_to_device
 
-    cfg = _cfg(variant, _data())
+    cfg = synthetic.mixed_coco_config(variant)
     set_random_seed(0)
     run = build_training(cfg, logger=logging.getLogger('ckptzoo.bench_batch_plans'))
     device = get_model_device(run.runner.model)
@@ -199,7 +162,7 @@ def main(argv=None):
         parser.error('--budgets and --rounds must be >= 1')
     import torch
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
-    out = [f'command: `python tools/benchmark_batch_plans.py {" ".join(argv or sys.argv[1:])}`'
+    out = [f'command: `python tools/benchmarks/batch_plans.py {" ".join(argv or sys.argv[1:])}`'
            f'; device: {device}', '']
     for variant in args.variants:
         bench(variant, args, out)

@@ -1,4 +1,4 @@
-"""tools/benchmark.py runs every variant in its own process and prints every row (numbers are
+"""tools/benchmarks/steps.py runs every variant in its own process and prints every row (numbers are
 reported, never asserted: timings are not tested)."""
 import os
 import os.path as osp
@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
+from tests.helpers.tools import load_tool
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-BENCH = osp.join(ROOT, 'tools', 'benchmark.py')
+BENCH = osp.join(ROOT, 'tools', 'benchmarks', 'steps.py')
 VARIANTS = ('base', 'fp16', 'accum2', 'with_cp', 'cp_fp16_accum2', 'cp_full', 'cp_full_seg',
             'cp_selective', 'frozen_bn')
 NUMBER = r'\d+(\.\d+)?'
@@ -29,7 +31,7 @@ def test_every_variant_row_printed_with_numbers(tmp_path):
     proc = _run(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
-    assert out.startswith('command: `python tools/benchmark.py ')
+    assert out.startswith('command: `python tools/benchmarks/steps.py ')
     assert 'CPU:' in out and 'peak live tensors' in out
     for name in VARIANTS:
         assert f'[{VARIANTS.index(name) + 1}/{len(VARIANTS)}] {name}:' in proc.stderr
@@ -96,12 +98,8 @@ def test_rounds_run_round_robin_and_pair_steps(tmp_path):
     assert re.search(r'^\| frozen_bn \| [\d.]+ \|.*\| [\d.]+ \([\d.]+–[\d.]+\) \| [\d.]+× \|$',
                      proc.stdout, re.M), proc.stdout
 
-    sys.path.insert(0, osp.join(ROOT, 'tools'))
-    try:
-        import benchmark
-        from benchmarks import report
-    finally:
-        sys.path.pop(0)
+    benchmark = load_tool('benchmarks/steps.py')
+    from tools.benchmarks import report
     # round 2 twice as slow for both: per-step pairing gives 1.5, pooled medians would not
     ref = report.merge_rounds([dict(ok=True, times=[1.0, 1.0]), dict(ok=True, times=[2.0, 2.0])])
     run = report.merge_rounds([dict(ok=True, times=[1.5, 1.5]), dict(ok=True, times=[3.0, 3.0])])

@@ -1,4 +1,4 @@
-"""tools/benchmark_planner.py measures in the planner's own probe session: a tiny model's
+"""tools/benchmarks/planner.py measures in the planner's own probe session: a tiny model's
 table is made, and the run is left as it was built (weights, optimizer state, RNG)."""
 import argparse
 import os.path as osp
@@ -13,12 +13,12 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 def _tool():
-    return load_tool('benchmark_planner.py')
+    return load_tool('benchmarks/planner.py')
 
 
 def test_bench_leaves_the_run_as_it_was_built(monkeypatch):
     tool = _tool()
-    monkeypatch.setattr(tool, '_cfg', lambda name: Config(TINY))
+    monkeypatch.setattr(tool.synthetic, 'planner_config', lambda name: Config(TINY))
     built = []
     build = tool._build
 

@@ -1,6 +1,6 @@
 """The memory planner against budgets, measured: one table per model.
 
-    python tools/benchmark_planner.py [--models resnet50 retinanet] [--budgets 10]
+    python tools/benchmarks/planner.py [--models resnet50 retinanet] [--budgets 10]
                                       [--rounds 3] [--per-budget 2] [--cumulative-iters 1 2 4]
 
 For each model (ResNet-50 classifier, batch 8, 224 px, generated images; RetinaNet R50-FPN
@@ -26,81 +26,20 @@ import logging
 import os.path as osp
 import statistics
 import sys
-import tempfile
 import time
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, ROOT)
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+from tools.benchmarks import synthetic  # noqa: E402
+
 MIB = 2 ** 20
-
-
-def _cfg(model):
-    from mmengine.config import Config
-    if model == 'mask_rcnn':
-        return _mask_rcnn_cfg()
-    if model == 'resnet50':
-        cfg = Config.fromfile(osp.join(ROOT, 'configs/classification/resnet50_imagefolder.py'))
-        cfg.data.samples_per_gpu = 8
-        cfg.data.workers_per_gpu = 0
-        cfg.data.train = dict(type='SyntheticClassificationDataset', num_samples=16,
-                              num_classes=10, img_size=224, seed=0)
-        cfg.model.head.num_classes = 10
-        cfg.model.head.topk = (1,)
-        return cfg
-    from ckptzoo.datasets import generate_voc
-    from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-    cfg = Config.fromfile(osp.join(ROOT, 'configs/voc/retinanet_r50_fpn_1x_voc0712.py'))
-    cfg.model.backbone.init_cfg = None
-    cfg.model.backbone.pop('pretrained', None)
-    cfg.model.pop('pretrained', None)
-    devkit = generate_voc(osp.join(ROOT, 'data/benchmark_voc'), num_trainval=64, num_test=0,
-                          img_size=256, seed=0)
-    train = cfg.data.train
-    while 'pipeline' not in train:
-        train = train.dataset
-    pipeline = [dict(t) for t in train.pipeline]
-    for t in pipeline:
-        if t['type'] == 'Resize':
-            t.update(img_scale=(320, 320), keep_ratio=False)
-            t.pop('ratio_range', None)
-    cfg.data.train = dict(type='VOCDataset', classes=SYNTHETIC_CLASSES,
-                          ann_file=osp.join(devkit, 'VOC2007/ImageSets/Main/trainval.txt'),
-                          img_prefix=osp.join(devkit, 'VOC2007') + '/', pipeline=pipeline)
-    cfg.model.bbox_head.num_classes = len(SYNTHETIC_CLASSES)
-    cfg.data.samples_per_gpu = 2
-    cfg.data.workers_per_gpu = 0
-    return cfg
-
-
-def _mask_rcnn_cfg():
-    from mmengine.config import Config
-    from ckptzoo.datasets import generate_coco
-    cfg = Config.fromfile(osp.join(ROOT, 'configs/coco/mask_rcnn_r50_fpn_1x_coco.py'))
-    cfg.model.backbone.init_cfg = None
-    root = generate_coco(osp.join(ROOT, 'data/benchmark_coco'), num_train=8, num_val=0,
-                         img_size=((320, 320), (512, 512)), img_shapes=[(320, 512)],
-                         names=('person', 'bicycle', 'car'), cat_ids=(1, 2, 3), seed=0,
-                         max_objects=8)
-    train = cfg.data.train
-    train.ann_file = osp.join(root, 'annotations/instances_train2017.json')
-    train.img_prefix = osp.join(root, 'train2017') + '/'
-    for t in train.pipeline:
-        if t['type'] == 'Resize':
-            t.update(img_scale=(512, 320), keep_ratio=True)
-    cfg.data.samples_per_gpu = 2
-    cfg.data.workers_per_gpu = 0
-    return cfg
 
 
 def _build(cfg):
     from ckptzoo.apis import build_training, set_random_seed
     set_random_seed(0)
-    cfg.work_dir = tempfile.mkdtemp(prefix='ckptzoo_bench_plan_')
-    cfg.checkpoint_config = cfg.log_config = cfg.lr_config = None
-    cfg.custom_hooks = None
-    cfg.runner = dict(type='IterBasedRunner', max_iters=1)
-    cfg.seed = 0
+    synthetic.step_only(cfg, 'ckptzoo_bench_plan_', dict(type='IterBasedRunner', max_iters=1))
     return build_training(cfg, logger=logging.getLogger('ckptzoo.bench_plan'))
 
 
@@ -120,7 +59,7 @@ def bench(name, args, out, cumulative_iters=1, title=None):
     ``tools/train.py`` does and measured in the planner's own probe session
     (``ckptzoo.apis.plan.ProbeSession``: its probe, its modes, the run's state restored)."""
     from ckptzoo.apis.plan import ProbeSession
-    cfg = _cfg(name)
+    cfg = synthetic.planner_config(name)
     if cumulative_iters > 1:
         cfg.optimizer_config = dict(cfg.get('optimizer_config') or {},
                                     cumulative_iters=cumulative_iters)
@@ -281,7 +220,7 @@ def main(argv=None):
         parser.error(f'--budgets must be >= 2, got {args.budgets}')
     if any(k < 1 for k in args.cumulative_iters):
         parser.error(f'--cumulative-iters must be positive ints, got {args.cumulative_iters}')
-    out = [f'command: `python tools/benchmark_planner.py {" ".join(argv or sys.argv[1:])}`', '']
+    out = [f'command: `python tools/benchmarks/planner.py {" ".join(argv or sys.argv[1:])}`', '']
     for name in args.models:
         for k in args.cumulative_iters:
             bench(name, args, out, k, title=f'{name}, cumulative_iters={k}'
