@@ -26,14 +26,15 @@ import os
 import os.path as osp
 import sys
 import tempfile
+import warnings
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
-from mmengine.config import Config  # noqa: E402
 from ckptzoo.utils.dict_action import DictAction  # noqa: E402
 
 from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # noqa: E402
                           prepare_synthetic_data, set_random_seed)
+from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.apis.plan import plan_made_for  # noqa: E402
 from ckptzoo.apis.plan_data import DEFAULT_BOXES, planning_datasets  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget, format_bytes, write_plan_file  # noqa: E402
@@ -95,9 +96,10 @@ def _sweep(sweep, result, path):
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options)  # errors name the file and line
+    with warnings.catch_warnings():  # as tools/train.py: every warning shown, then it goes on
+        warnings.simplefilter('always')
+        check_config(cfg)  # a typo'd key or a bad value fails here, before the probe
     if args.budget is not None:
         cfg.memory_budget = args.budget
     cfg.work_dir = args.work_dir or tempfile.mkdtemp(prefix='ckptzoo_plan_')

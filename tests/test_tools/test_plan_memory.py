@@ -148,3 +148,23 @@ def test_a_report_without_a_budget_says_what_to_pass(tmp_path, monkeypatch):
                        r'memory_budget in the config \(--report draws a plan for a budget\)'):
         tool.main([CONFIG, '--report', str(tmp_path / 'r.html')])
     assert not (tmp_path / 'r.html').exists()
+
+
+@pytest.mark.parametrize('options, message', [
+    (['data.samples_per_gpus=2'],
+     r"unknown config key 'data.samples_per_gpus' \(did you mean 'data.samples_per_gpu'"),
+    (['runer.max_iters=1'], r"unknown config key 'runer' .*did you mean 'runner'\?"),
+    (['lr_config.step=[3,1]'],
+     r'lr_config: step must be .*strictly increasing positive ints.*got \[3, 1\]'),
+    (['memory_budget=lots'], r"memory_budget must be a number of bytes .*, got 'lots'"),
+], ids=['samples_per_gpus', 'runer', 'step', 'budget'])
+def test_the_config_is_loaded_and_checked_as_train_loads_and_checks_it(tmp_path, options,
+                                                                         message):
+    """``load_config`` + ``check_config``, as tools/train.py: a typo'd key or a bad value (a
+    budget included) fails with the message tools/train.py gives, before the probe."""
+    argv = [CONFIG, '--cfg-options', 'memory_budget=50MB'] + options
+    for tool, extra in (('train.py', ['--work-dir', str(tmp_path / 'train')]),
+                        ('plan_memory.py', ['--work-dir', str(tmp_path / 'plan')])):
+        with pytest.raises((Exception, SystemExit), match=message):
+            load_tool(tool).main(argv + extra)
+    assert not (tmp_path / 'plan').exists()
