@@ -11,9 +11,9 @@ from ckptzoo.runner.fp16 import wrap_fp16_model
 
 from tests.helpers.coco_tta import ORI_SHAPE, flip_aug_batch, swapped_views
 from tests.helpers.checkpointing import one_thread as _one_thread
-from tests.helpers.two_stage import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, load_strictly,
-                                     overfit, resnet50_fpn_keys, resnet_cfg, rpn_batch,
-                                     rpn_head_cfg)
+from tests.helpers.detectors import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, det_batch,
+                                     load_strictly, overfit, resnet50_fpn_keys, resnet_cfg,
+                                     rpn_batch, rpn_head_cfg)
 
 one_thread = pytest.fixture(autouse=True)(_one_thread)
 
@@ -60,12 +60,6 @@ def _model(**kw):
     return build_detector(_cfg(**kw))
 
 
-def _det_batch():
-    batch = rpn_batch()
-    batch['gt_labels'] = [torch.tensor([0, 2]), torch.zeros(0, dtype=torch.long)]
-    return batch
-
-
 def test_mmdet_faster_rcnn_r50_fpn_keys_load_strictly():
     """mmdet's configs/_base_/models/faster_rcnn_r50_fpn.py (80 classes), as it is."""
     cfg = dict(
@@ -102,7 +96,7 @@ def test_train_step_losses_units_and_backward():
     units = list(model.checkpoint_units())
     assert units[-6:] == [f'rpn_head.level{i}' for i in range(5)] + ['roi_head.bbox']
     assert units[0].startswith('backbone.') and any(u.startswith('neck.') for u in units)
-    out = model.train_step(_det_batch(), None)
+    out = model.train_step(det_batch(), None)
     assert set(out['log_vars']) == {'loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls', 'loss_bbox',
                                     'acc', 'loss'}
     assert all(np.isfinite(v) for v in out['log_vars'].values())
@@ -126,7 +120,7 @@ def test_proposals_reach_the_roi_head_detached_with_rpn_proposal_cfg():
         return original(x, img_metas, proposal_list, *args, **kwargs)
 
     model.roi_head.forward_train = recording
-    model.train_step(_det_batch(), None)
+    model.train_step(det_batch(), None)
     (proposal_list, ) = calls
     assert len(proposal_list) == 2
     for p in proposal_list:
@@ -148,7 +142,7 @@ def _step(model, batch, seed=11):
                                   {'rpn_head': 'offload', 'roi_head': 'offload'},
                                   {'*': 'full'}])
 def test_every_checkpoint_mode_gives_identical_losses_and_grads(plan):
-    batch = _det_batch()
+    batch = det_batch()
     plain, cp = _model(), _model()
     cp.load_state_dict(plain.state_dict())
     cp.set_checkpoint_plan(plan)
@@ -166,7 +160,7 @@ def test_with_cp_and_fp16_train_step(count_cp):
                                    backbone_kw=dict(with_cp=True)))
     dtypes = []
     model.roi_head.bbox_head.fc_cls.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
-    out = model.train_step(_det_batch(), None)
+    out = model.train_step(det_batch(), None)
     assert count_cp['checkpoints'] >= 6  # the 5 rpn levels and the bbox unit, at least
     assert set(dtypes) == {torch.float16} and out['loss'].dtype == torch.float32
     assert all(np.isfinite(v) for v in out['log_vars'].values())
@@ -229,7 +223,7 @@ def test_without_rpn_the_batch_brings_the_proposals():
     torch.manual_seed(0)
     model = build_detector(cfg)
     assert not model.with_rpn and model.with_roi_head
-    batch = _det_batch()
+    batch = det_batch()
     with pytest.raises(ValueError, match='needs proposals in the batch'):
         model.train_step(batch, None)
     proposals = [torch.tensor([[6., 8., 42., 52., .9], [28., 2., 61., 33., .8],
@@ -246,11 +240,11 @@ def test_without_rpn_the_batch_brings_the_proposals():
 def test_an_rpn_model_ignores_batch_proposals_with_a_warning():
     model = _model()
     with pytest.warns(UserWarning, match='proposals in the batch are not used'):
-        model.train_step(dict(_det_batch(), proposals=[torch.zeros(1, 5)] * 2), None)
+        model.train_step(dict(det_batch(), proposals=[torch.zeros(1, 5)] * 2), None)
 
 
 def test_overfits_one_batch():
-    losses = overfit(_model(), _det_batch())
+    losses = overfit(_model(), det_batch())
     assert losses[-1] < 0.6 * losses[0], losses
 
 

@@ -6,6 +6,7 @@ import torch
 
 from ckptzoo.registry import build_detector
 from ckptzoo.runner.fp16 import wrap_fp16_model
+from tests.helpers.detectors import det_batch, img_meta
 
 TRAIN_CFG = dict(assigner=dict(type='MaxIoUAssigner', pos_iou_thr=0.5, neg_iou_thr=0.4,
                                min_pos_iou=0, ignore_iof_thr=-1),
@@ -36,22 +37,6 @@ def _cfg(with_cp=False, num_classes=3):
         train_cfg=TRAIN_CFG, test_cfg=TEST_CFG)
 
 
-def _meta(h=64, w=64):
-    return dict(filename='x.jpg', ori_filename='x.jpg', ori_shape=(h, w, 3),
-                img_shape=(h, w, 3), pad_shape=(64, 64, 3),
-                scale_factor=np.ones(4, dtype=np.float32), flip=False, flip_direction=None,
-                img_norm_cfg=dict(mean=np.zeros(3), std=np.ones(3), to_rgb=True))
-
-
-def _batch():
-    g = torch.Generator().manual_seed(0)
-    return dict(img=torch.randn(2, 3, 64, 64, generator=g),
-                img_metas=[_meta(), _meta(56, 60)],
-                gt_bboxes=[torch.tensor([[8., 10., 40., 50.], [30., 4., 60., 30.]]),
-                           torch.zeros(0, 4)],
-                gt_labels=[torch.tensor([0, 2]), torch.zeros(0, dtype=torch.long)])
-
-
 def _model(**kw):
     torch.manual_seed(0)
     return build_detector(_cfg(**kw))
@@ -67,7 +52,7 @@ def test_state_dict_keys_match_mmdet():
 
 def test_train_step_with_and_without_boxes():
     model = _model()
-    batch = _batch()
+    batch = det_batch()
     out = model.train_step(batch, None)
     assert out['num_samples'] == 2
     assert set(out['log_vars']) == {'loss_cls', 'loss_bbox', 'loss'}
@@ -94,7 +79,7 @@ def _loss_and_grads(model, batch):
 
 
 def test_with_cp_gives_identical_losses_and_grads():
-    batch = _batch()
+    batch = det_batch()
     plain = _model()
     cp = _model(with_cp=True)
     cp.load_state_dict(plain.state_dict())
@@ -114,7 +99,7 @@ def test_fp16_train_step_is_finite():
     assert model.bbox_head.fp16_enabled and model.neck.fp16_enabled
     dtypes = []
     model.bbox_head.retina_cls.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
-    out = model.train_step(_batch(), None)
+    out = model.train_step(det_batch(), None)
     assert set(dtypes) == {torch.float16}  # the head ran under autocast, its loss in fp32
     assert out['loss'].dtype == torch.float32
     assert all(np.isfinite(v) for v in out['log_vars'].values())
@@ -127,7 +112,7 @@ def test_simple_test_format_and_forward_test_inputs():
     model.bbox_head.test_cfg = dict(TEST_CFG, score_thr=0.0)  # the 0.01 prior is below 0.05
     model.CLASSES = ('a', 'b', 'c')
     model.eval()
-    batch = _batch()
+    batch = det_batch()
     with torch.no_grad():
         results = model(img=[batch['img']], img_metas=[batch['img_metas']], return_loss=False)
         same = model.forward_test(batch['img'], batch['img_metas'], rescale=True)
@@ -150,8 +135,8 @@ def test_aug_test_merges_flipped_and_duplicate_augmentations():
     model = _model()
     model.bbox_head.test_cfg = dict(TEST_CFG, score_thr=0.0)
     model.eval()
-    img = _batch()['img'][:1]
-    meta = _meta(64, 64)
+    img = det_batch()['img'][:1]
+    meta = img_meta(64, 64)
     flip_meta = dict(meta, flip=True, flip_direction='horizontal')
     with torch.no_grad():
         single = model.simple_test(img, [dict(meta)])[0]
@@ -169,12 +154,12 @@ def test_aug_test_merges_flipped_and_duplicate_augmentations():
         np.testing.assert_allclose(b, mirrored, rtol=0, atol=1e-4)
     assert len(both) == 3 and sum(len(r) for r in both) > 0
     with pytest.raises(ValueError, match='one image per augmentation'):
-        model.forward_test([_batch()['img']] * 2, [_batch()['img_metas']] * 2)
+        model.forward_test([det_batch()['img']] * 2, [det_batch()['img_metas']] * 2)
 
 
 def test_overfits_one_batch():
     model = _model()
-    batch = _batch()
+    batch = det_batch()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(8):

@@ -10,7 +10,7 @@ from ckptzoo.registry import UnknownKeyError, build_detector
 from ckptzoo.runner.fp16 import wrap_fp16_model
 
 from tests.helpers.checkpointing import one_thread as _one_thread
-from tests.helpers.two_stage import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, build_rpn, img_meta,
+from tests.helpers.detectors import (RPN_HEAD_KEYS, RPN_TEST_CFG, RPN_TRAIN_CFG, build_rpn, img_meta,
                                      load_strictly, overfit, resnet50_fpn_keys, resnet_cfg,
                                      rpn_batch, rpn_cfg, rpn_head_cfg)
 

@@ -1,4 +1,4 @@
-"""Tiny RPN / two-stage detector configs, batches and mmdet state-dict layouts."""
+"""Tiny detector configs (RPN, two-stage), batches and mmdet state-dict layouts."""
 import copy
 
 import numpy as np
@@ -130,3 +130,9 @@ def overfit(model, batch, steps=10):
         opt.step()
         losses.append(out['log_vars']['loss'])
     return losses
+
+
+def det_batch():
+    batch = rpn_batch()
+    batch['gt_labels'] = [torch.tensor([0, 2]), torch.zeros(0, dtype=torch.long)]
+    return batch
