@@ -136,6 +136,7 @@ def test_project_coco_configs_mean_what_mmdets_do(name):
     assert ours.evaluation.to_dict() == dict(theirs.evaluation.to_dict(), save_best='auto')
 
 
+@pytest.mark.slow
 def test_mmdet_mstrain_config_plans_and_trains_through_train_py(data_tree, tmp_path,
                                                                 monkeypatch):
     """mmdet's multi-scale RetinaNet config, unchanged but for its scale (and one epoch),
@@ -187,6 +188,7 @@ TWO_STAGE_SHRINK = ['model.backbone.init_cfg=None', 'data.workers_per_gpu=0',
                     'fp16.loss_scale=512.', 'optimizer_config.cumulative_iters=2']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', TWO_STAGE)
 def test_mmdet_two_stage_config_trains_with_the_savers(name, data_tree, tmp_path, monkeypatch):
     """Each config, unchanged but for its scale, trains an epoch through tools/train.py with

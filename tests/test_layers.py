@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / 'ckptzoo'
 
@@ -67,6 +69,8 @@ def test_nothing_below_apis_imports_apis():
     assert _upward_imports() == []
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_importing_memory_loads_no_apis_module():
     code = ('import sys, ckptzoo.memory; '
             'bad = sorted(m for m in sys.modules if m.startswith("ckptzoo.apis")); '

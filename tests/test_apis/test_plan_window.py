@@ -105,6 +105,7 @@ def test_a_skipped_probe_step_still_counts_the_optimizer_state(tmp_path):
                for p in params)
 
 
+@pytest.mark.slow
 def test_the_smallest_budget_an_infeasible_plan_names_is_trainable(tmp_path):
     """``configs/smoke/classifier_synthetic.py`` (float16, 2-iteration accumulation): the
     smallest budget that ``InfeasibleBudget`` names is one the run then trains within, every

@@ -185,6 +185,7 @@ def _samplers_worker(rank, port, out_dir):
         dist.destroy_process_group()
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not dist.is_available(), reason='torch.distributed is not available')
 def test_ranks_with_different_seeds_share_rank_0s_sampler_seed(tmp_path):
     """``--diff-seed`` gives each rank its own seed; the ranks must still cut one order into

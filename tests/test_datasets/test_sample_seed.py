@@ -222,6 +222,7 @@ def _state(path):
     return ckpt['meta']['iter'], ckpt['state_dict'], ckpt['optimizer']['state']
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize('runner,workers,persistent', [('epoch', 0, False), ('epoch', 2, True),
                                                       ('iter', 2, True)])
 def test_resume_with_random_augmentation_is_exact(tmp_path, voc_root, runner, workers,

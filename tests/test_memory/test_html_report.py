@@ -210,6 +210,7 @@ def _synthetic(n, points):
     return result, curves
 
 
+@pytest.mark.slow
 def test_150_units_stay_readable_and_small(tmp_path):
     """The units chart widens with the units (the page scrolls it) so that the names, written
     vertically, overlap nothing; each curve keeps at most MAX_POINTS points and its exact

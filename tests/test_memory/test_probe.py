@@ -84,6 +84,8 @@ def test_probe_patches_nothing(detector_run):
     assert len(checks) > len(table.units) and all(checks)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_ddp_bucket_bytes_are_the_reducers():
     """The bytes added for DDP's buckets are those torch's reducer reports (1-rank gloo in a
     subprocess); with gradient_as_bucket_view the buckets are the gradients: nothing added."""

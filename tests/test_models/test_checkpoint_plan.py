@@ -234,6 +234,8 @@ def _ddp_worker(rank, world_size, init_file):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_modes_equal_plain_under_two_rank_gloo_ddp(tmp_path):
     """Gradients are all-reduced across ranks with different inputs: each mode's equal plain's."""
     import torch.multiprocessing as mp

@@ -98,6 +98,7 @@ def tmpfs_3m(tmp_path):
         subprocess.run(['umount', str(mnt)], check=True)
 
 
+@pytest.mark.subprocess
 def test_full_tmpfs_during_training(tmp_path, tmpfs_3m):
     """ENOSPC on a real full disk at the 4th save: the documented OSError, nothing lost."""
     torch.manual_seed(0)

@@ -15,6 +15,8 @@ from ckptzoo.runner import (GradientCumulativeOptimizerHook, Hook, IterBasedRunn
 
 from tests.helpers.toy import ToyDataset, flat_params, loader, make_model, quiet_logger
 
+pytestmark = pytest.mark.subprocess
+
 K, MAX_ITERS = 2, 4
 CLIP = dict(max_norm=0.5)
 

@@ -154,6 +154,8 @@ torch.save(model.state_dict(), {out!r})
 """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_resume_in_a_fresh_process(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     model, _, _ = run_ema(IterBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=3),

@@ -285,6 +285,7 @@ def _dist_worker(rank, world_size, port, out):
         dist.destroy_process_group()
 
 
+@pytest.mark.subprocess
 def test_multi_gpu_test_gathers_in_dataset_order(tmp_path):
     # 5 samples over 2 ranks: rank 0 gets 0, 2, 4 and rank 1 gets 1, 3, 0 (padding)
     # fork: the children need not import torch again

@@ -69,6 +69,7 @@ def _forked(fn, out, timeout=120):
     return os.waitstatus_to_exitcode(_reap(pid, timeout, group=True))
 
 
+@pytest.mark.slow
 def test_fork_pools_under_the_runners_handler_never_hang(tmp_path):
     """``with Pool()`` ends its workers with SIGTERM (terminate): 50 of them inside a run."""
 

@@ -188,6 +188,7 @@ def _ddp_worker(rank, port, out_dir):
         dist.destroy_process_group()
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not dist.is_available(), reason='torch.distributed is not available')
 def test_each_rank_resumes_its_own_random_state(tmp_path):
     """2 gloo ranks seeded differently (``--diff-seed``): rank 0's checkpoint holds both ranks'

@@ -10,6 +10,8 @@ import pytest
 
 from tests.helpers.tools import load_tool
 
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 BENCH = osp.join(ROOT, 'tools', 'benchmarks', 'steps.py')
 VARIANTS = ('base', 'fp16', 'accum2', 'with_cp', 'cp_fp16_accum2', 'cp_full', 'cp_full_seg',

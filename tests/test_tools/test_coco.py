@@ -59,6 +59,8 @@ def _tool():
     return load_tool('test.py')
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_mmdet_coco_config_trains_tests_and_matches_cocoeval(tmp_path, monkeypatch, capsys):
     data = generate_coco(str(tmp_path / 'data' / 'coco'), num_train=3, num_val=3,
                          img_size=(64, 96), names=('person', 'bicycle', 'car'),

@@ -5,6 +5,7 @@ import os.path as osp
 import subprocess
 import sys
 
+import pytest
 import torch
 from mmengine.config import Config
 
@@ -40,6 +41,8 @@ def test_unmodified_mmdet_config_builds():
     assert cfg.data.train.type == 'RepeatDataset' and len(cfg.data.train.dataset.ann_file) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_train_then_test_on_generated_voc0712(tmp_path):
     for year, seed in (('VOC2007', 0), ('VOC2012', 1)):
         generate_voc(str(tmp_path / 'data'), num_trainval=4, num_test=4, img_size=(64, 96),

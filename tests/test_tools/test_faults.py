@@ -23,6 +23,8 @@ from ckptzoo.runner.preemption import PreemptionFlag
 
 from tests.helpers.faults import ROOT, start_train, wait
 
+pytestmark = pytest.mark.subprocess
+
 BASE_CFG = """
 custom_imports = dict(imports=['tests.helpers.toy', 'tests.helpers.faults'],
                       allow_failed_imports=False)
@@ -227,6 +229,7 @@ def test_lr_1e12_stops_at_the_first_nonfinite_iteration(tmp_path):
                if v.is_floating_point())
 
 
+@pytest.mark.slow
 def test_torchrun_sigterm_to_rank_1_stops_both_ranks(tmp_path, references):
     """Under torchrun itself: both workers stop at the same iteration (no hang), rank 0 wrote
     the checkpoint, and the run continues from it (here with the forked ranks above)."""

@@ -8,6 +8,7 @@ import json
 import os.path as osp
 import re
 
+import pytest
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
@@ -37,6 +38,7 @@ def _cocoeval(gt_file, dets, kind):
     return {k: float(f'{coco_eval.stats[i]:.4f}') for i, k in enumerate(STATS)}
 
 
+@pytest.mark.slow
 def test_cpu_mask_rcnn_config_trains_tests_and_matches_cocoeval(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # the config's data_root is relative: data/synthetic_coco/
     work = tmp_path / 'work'

@@ -15,6 +15,8 @@ from PIL import Image
 from ckptzoo.datasets import generate_voc
 from tests.helpers.tools import load_tool
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'voc', 'retinanet_r50_fpn_1x_voc0712.py')
 # a RetinaNet R18 small enough to plan in seconds: 8 base channels, 64 px, 2 images a batch

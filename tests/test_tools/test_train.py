@@ -31,6 +31,8 @@ RUNNERS = {
 }
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize('runner', ['iter', 'epoch'])
 def test_resume_in_fresh_process_is_exact(tmp_path, runner):
     runner_line, stops = RUNNERS[runner]
@@ -54,6 +56,8 @@ def test_resume_in_fresh_process_is_exact(tmp_path, runner):
         assert moved > 0  # the resumed part really trained
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_fp16_resume_restores_loss_scaler(tmp_path):
     cfg = tmp_path / 'toy_fp16.py'
     cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=11)\n"
@@ -72,6 +76,8 @@ def test_fp16_resume_restores_loss_scaler(tmp_path):
         torch.testing.assert_close(resumed['state_dict'][key], value, rtol=0, atol=0)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_smoke_config_end_to_end(tmp_path):
     work = tmp_path / 'smoke'
     proc = _run([osp.join(ROOT, 'configs', 'smoke', 'classifier_synthetic.py'), '--work-dir',
@@ -107,6 +113,8 @@ def test_cfg_options_override_nested_keys_and_lists():
     assert cfg.optimizer_config.cumulative_iters == 4
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_unknown_hook_and_bad_runner_fail_clearly(tmp_path):
     cfg = tmp_path / 'toy.py'
     cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=2)\n"
@@ -131,6 +139,8 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_torchrun_launcher_pytorch_on_cpu(tmp_path):
     """`--launcher pytorch` under torchrun: gloo on CPU, DDP, distributed samplers."""
     cfg = tmp_path / 'toy.py'
@@ -151,6 +161,7 @@ def test_torchrun_launcher_pytorch_on_cpu(tmp_path):
     assert not any(k.startswith('module.') for k in ckpt['state_dict'])
 
 
+@pytest.mark.subprocess
 def test_work_dir_dot_never_overwrites_the_config_or_its_base(tmp_path):
     """`cd cfgdir && train.py mycfg.py --work-dir .`: the merged dump goes to <timestamp>.py."""
     (tmp_path / 'base.py').write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', "
@@ -182,6 +193,8 @@ def test_empty_work_dir_is_an_error(tmp_path, monkeypatch, where):
     assert os.listdir(run_dir) == []  # nothing written into the current directory
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_tilde_in_work_dir_and_resume_from_is_the_home_dir(tmp_path):
     home, run_dir = tmp_path / 'home', tmp_path / 'cwd'
     home.mkdir()

@@ -5,9 +5,12 @@ import os.path as osp
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.helpers.configs import TOY_CFG
+
+pytestmark = pytest.mark.subprocess
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TRAIN = osp.join(ROOT, 'tools', 'train.py')
@@ -22,6 +25,7 @@ def _train(tmp_path, work, *args):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_resume_and_load_from_another_model_fail_before_training(tmp_path):
     first = _train(tmp_path, tmp_path / 'first')
     assert first.returncode == 0, first.stderr[-3000:]
@@ -41,6 +45,7 @@ def test_resume_and_load_from_another_model_fail_before_training(tmp_path):
     assert not list(work.glob('iter_*.pth'))
 
 
+@pytest.mark.slow
 def test_a_changed_lr_on_resume_is_named_and_used(tmp_path):
     """mmcv (and this runner before) restored the checkpoint's lr with the optimizer state,
     and the lr hook computed its schedule from the checkpoint's ``initial_lr``: the lower lr

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import torch
 from mmengine.config import Config
 
@@ -17,6 +18,8 @@ from ckptzoo.memory import minimum_peak, predict_peak, uniform_plan
 from ckptzoo.memory.probe import probe, probe_batch, probe_modes, worst_case_shape
 from tests.helpers.configs import TINY, build_tiny
 from tests.helpers.tools import load_tool
+
+pytestmark = pytest.mark.subprocess
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -51,6 +54,7 @@ def _weights(path):
     return torch.load(path, map_location='cpu', weights_only=True)['state_dict']
 
 
+@pytest.mark.slow
 def test_budget_reached_by_accumulation_trains_with_it(tmp_path):
     at4, at2 = _minimum(tmp_path / 'p4', 4, 1), _minimum(tmp_path / 'p2', 2, 2)
     assert at2 < at4
@@ -93,6 +97,7 @@ def _tool(script, args, tmp_path):
     return proc
 
 
+@pytest.mark.slow
 def test_tools_plan_memory_and_train(tmp_path, probed, capsys):
     _, _, _, table = probed
     budget = (predict_peak(table, uniform_plan(table, 'full')) +
@@ -123,6 +128,7 @@ def test_tools_plan_memory_and_train(tmp_path, probed, capsys):
     assert 'memory plan: reusing' in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_ddp_every_rank_trains_rank0s_plan(tmp_path, probed):
     """2-rank gloo: the probe steps all-reduce their log variables on every rank, so all ranks
     probe in step and follow rank 0's table and measurements."""

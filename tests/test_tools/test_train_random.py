@@ -10,6 +10,8 @@ import torch.distributed as dist
 
 from tests.helpers.faults import start_train, wait
 
+pytestmark = pytest.mark.subprocess
+
 CFG = """
 custom_imports = dict(imports=['tests.helpers.toy', 'tests.helpers.faults'],
                       allow_failed_imports=False)
