@@ -29,7 +29,6 @@ import json
 import numbers
 import os.path as osp
 import tempfile
-import warnings
 from collections import OrderedDict, defaultdict
 
 import numpy as np
@@ -40,9 +39,8 @@ from pycocotools import mask as mask_utils
 from pycocotools.cocoeval import COCOeval
 
 from ..registry import DATASETS
-from .coco_check import check_coco_json
+from .coco_check import check_coco_json, check_coco_masks, no_objects_message
 from .custom import CustomDataset
-from .mask_ann import mask_ann_problem
 
 __all__ = ['COCO', 'COCOeval', 'CocoDataset']
 
@@ -197,34 +195,9 @@ class CocoDataset(CustomDataset):
         return valid_inds
 
     def _no_objects_message(self):
-        """Why none of the training images has a box to train on (every annotation a crowd,
-        or left out, or none at all), or None: mmdet trains such a set with every box and mask
-        loss 0, without a word."""
-        total = crowd = 0
-        for info in self.data_infos:
-            anns = self.coco.imgToAnns.get(info['id'], [])
-            total += len(anns)
-            for _, _, is_crowd in self._kept_anns(info, anns):
-                if not is_crowd:
-                    return None
-                crowd += 1
-        n = len(self.data_infos)
-        if total and crowd == total:
-            which = (f'all {total} annotations of its {n} training images are crowd'
-                     if total > 1 else f'the only annotation of its {n} training images is a '
-                     'crowd')
-            why = (f'{which} (iscrowd=1, which mmdet ignores for training: crowd boxes become '
-                   'gt_bboxes_ignore)')
-        elif total:
-            why = (f'of the {total} annotations of its {n} training images, {crowd} are crowd '
-                   f'(iscrowd=1, which mmdet ignores for training) and {total - crowd} are left '
-                   f'out (ignore=1, no area inside the image, or a category not in the '
-                   f'classes)')
-        else:
-            why = f'its {n} training images have no annotation (filter_empty_gt=False keeps them)'
-        return (f'{type(self).__name__}: no training image of {self.ann_file!r} has an object '
-                f'to train on: {why}, so every box and mask loss would be 0. Train on '
-                f'annotations with iscrowd=0 (or add such a dataset to this one)')
+        """Why no training image has a box to train on, or None:
+        :func:`.coco_check.no_objects_message`."""
+        return no_objects_message(self)
 
     def _kept_anns(self, img_info, ann_info):
         """``(ann, [x1, y1, x2, y2], is_crowd)`` of the annotations training keeps."""
@@ -259,42 +232,8 @@ class CocoDataset(CustomDataset):
             seg_map=img_info['filename'].rsplit('.', 1)[0] + self.seg_suffix)
 
     def check_mask_annotations(self):
-        """The masks of the objects training reads (non-crowd, kept): each an error naming the
-        json and the annotation id when it cannot be its image's mask (see
-        :mod:`ckptzoo.datasets.mask_ann`: no ``segmentation``, no polygon of 3 points, an RLE
-        of another size); polygons of fewer than 3 points beside valid ones are dropped, as
-        mmdet drops them, with one warning counting them."""
-        where = f'COCO json {self.ann_file!r}'
-        missing, dropped = [], []
-        for info in self.data_infos:
-            anns = self.coco.load_anns(self.coco.get_ann_ids(img_ids=[info['id']]))
-            for ann, _, crowd in self._kept_anns(info, anns):
-                if crowd:
-                    continue
-                if ann.get('segmentation') is None:
-                    missing.append(ann['id'])
-                    continue
-                problem, n = mask_ann_problem(ann['segmentation'], info['height'],
-                                              info['width'])
-                if problem is not None:
-                    raise ValueError(f'{where}: annotation id {ann["id"]!r} (image '
-                                     f'{info["file_name"]!r}): {problem}')
-                if n:
-                    dropped.append((ann['id'], n))
-        if missing:
-            if not any('segmentation' in a for a in self.coco.dataset.get('annotations', [])):
-                raise ValueError(f'{where} has no instance masks (no annotation has a '
-                                 f"'segmentation'), but the pipeline has "
-                                 f'LoadAnnotations(with_mask=True); use with_mask=False or a '
-                                 f'json with masks')
-            raise ValueError(f"{where}: annotation ids {missing[:5]} ({len(missing)} in all) "
-                             f"have no 'segmentation'; LoadAnnotations(with_mask=True) needs "
-                             f'a mask for every object')
-        if dropped:
-            warnings.warn(f'{where}: {sum(n for _, n in dropped)} polygons of fewer than 3 '
-                          f'points are dropped (annotation ids '
-                          f'{[i for i, _ in dropped[:5]]}{"..." if len(dropped) > 5 else ""}); '
-                          f'their annotations keep their other polygons')
+        """The masks of the objects training reads: :func:`.coco_check.check_coco_masks`."""
+        check_coco_masks(self)
 
     @staticmethod
     def xyxy2xywh(bbox):
