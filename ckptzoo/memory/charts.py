@@ -415,7 +415,8 @@ def sweep_figure(points: SweepPoints, budget: int | None = None,
         for dx, ha in ((5, 'left'), (-5, 'right')):
             text = ax.annotate(flags, (p / MiB, t * 1e3), (dx, 3), textcoords='offset points',
                                ha=ha, fontsize=7, color='#7a3e06')
-            box = text.get_window_extent(renderer)
+            # with room to spare: a browser lays the text out in its own font metrics
+            box = text.get_window_extent(renderer).expanded(1.25, 1.3)
             if inside.x0 <= box.x0 and box.x1 <= inside.x1 and box.y1 <= inside.y1 and \
                     not any(_overlaps(box, b) for b in placed):
                 placed.append(box)

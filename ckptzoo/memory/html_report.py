@@ -63,15 +63,20 @@ document.querySelectorAll('table.sortable th').forEach(function (th, col) {
   });
 });
 (function () {  /* do a chart's texts overlap as laid out here? (read by tests) */
-  var n = 0;
+  var n = 0, pairs = [];
   document.querySelectorAll('svg[id]').forEach(function (chart) {
-    var r = Array.from(chart.querySelectorAll('text')).map(function (t) {
-      return t.getBoundingClientRect(); }).filter(function (b) { return b.width > 0; });
+    var t = Array.from(chart.querySelectorAll('text')).filter(function (e) {
+      return e.getBoundingClientRect().width > 0; });
+    var r = t.map(function (e) { return e.getBoundingClientRect(); });
     for (var i = 0; i < r.length; i++) for (var j = i + 1; j < r.length; j++)
       if (r[i].left < r[j].right - 0.5 && r[j].left < r[i].right - 0.5 &&
-          r[i].top < r[j].bottom - 0.5 && r[j].top < r[i].bottom - 0.5) n++;
+          r[i].top < r[j].bottom - 0.5 && r[j].top < r[i].bottom - 0.5) {
+        n++;
+        pairs.push(chart.id + ': ' + t[i].textContent + ' / ' + t[j].textContent);
+      }
   });
   document.body.dataset.textOverlaps = n;
+  document.body.dataset.textOverlapPairs = pairs.join('; ');
 })();
 """
 

@@ -75,7 +75,8 @@ def test_retinanet_report_in_a_browser(tmp_path, monkeypatch):
     assert [u for u, _, _ in units] == list(plan['plan'])
     assert [m for _, m, _ in units] == [m or 'plain' for m in plan['plan'].values()]
     assert [text for _, _, text in units] == list(plan['plan'])  # each name drawn as text
-    assert re.search(r'<body[^>]* data-text-overlaps="0"', dom), 'the script ran, no overlap'
+    assert re.search(r'<body[^>]* data-text-overlaps="0"', dom), \
+        'overlapping texts: ' + str(re.findall(r'data-text-overlap-pairs="([^"]*)"', dom))
     assert int(charts['timeline']['data-max-bytes']) == plan['measured_peak_bytes']
     assert int(charts['timeline']['data-budget']) == plan['budget_bytes']
     assert int(charts['units']['data-units']) == len(plan['plan'])
