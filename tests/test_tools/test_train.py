@@ -305,3 +305,24 @@ def test_cfg_options_keep_spaces_inside_a_value_and_parse_the_rest_as_mmengine()
             'work_dir': 'runs/a b'}
     with pytest.raises(SystemExit):  # unbalanced: a usage error, not an AssertionError
         load_tool('train.py').parse_args(['cfg.py', '--cfg-options', 'a=[1, 2'])
+
+
+@pytest.mark.parametrize('budget', ['6 GBs', '6GBs', '0', 'lots'])
+def test_a_malformed_budget_fails_in_the_config_check_before_anything_is_built(
+        tmp_path, monkeypatch, budget):
+    """``memory_budget`` is read in the config check: a bad one names the key and the forms
+    allowed before a model, data or the work dir exist."""
+    import ckptzoo.apis.train as train_api
+
+    def built(*args, **kwargs):
+        raise AssertionError('a model was built')
+    monkeypatch.setattr(train_api, 'build_train_model', built)
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=2)\n")
+    tool = load_tool('train.py')
+    monkeypatch.setattr(tool, 'build_train_model', built)
+    with pytest.raises(Exception, match=r"memory_budget must be (positive: )?a number of bytes "
+                                        rf".*, got '?{re.escape(budget)}'?$"):
+        tool.main([str(cfg), '--work-dir', str(tmp_path / 'w'),
+                   '--cfg-options', f'memory_budget={budget}'])
+    assert not (tmp_path / 'w').exists()

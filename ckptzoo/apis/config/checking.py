@@ -51,6 +51,19 @@ def check_config(cfg: Config, distributed: bool = False, validate: bool = True) 
     _check_dist_params(cfg.get('dist_params'))
     _check_synthetic_data(cfg.get('synthetic_data'))
     memory_check_interval(cfg)
+    _check_memory_budget(cfg.get('memory_budget'))
+
+
+def _check_memory_budget(value) -> None:
+    """A malformed ``memory_budget`` fails here, before a model or data is built (the
+    planner reads it again with the device's memory for a fraction)."""
+    if value is None:
+        return
+    from ...memory.budget import parse_budget
+    try:
+        parse_budget(value, device_total=1 << 40)  # a fraction: its form only, no device
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def memory_check_interval(cfg: Config) -> int:
