@@ -103,3 +103,87 @@ def test_core_is_a_library_below_the_models():
 def test_ops_import_nothing_of_ckptzoo():
     """``ckptzoo.ops`` (mmcv 1.x's ``mmcv.ops``) is the lowest layer of the model code."""
     assert _imports_outside('ops', ['ckptzoo.ops']) == []
+
+
+def _import_graph():
+    """``{module: modules of ckptzoo it imports}`` at run time: imports inside functions
+    count, those under ``if TYPE_CHECKING:`` do not; a package stands for its ``__init__``."""
+    root = os.path.join(ROOT, 'ckptzoo')
+    files = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if name.endswith('.py'):
+                path = os.path.join(folder, name)
+                module = os.path.relpath(path[:-3], ROOT).replace(os.sep, '.')
+                files[module[:-9] if module.endswith('.__init__') else module] = path
+    graph = {m: set() for m in files}
+    for module, path in files.items():
+        tree = ast.parse(open(path).read())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and 'TYPE_CHECKING' in ast.dump(node.test) for n in ast.walk(node)}
+        package = module if path.endswith('__init__.py') else module.rsplit('.', 1)[0]
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ''
+                if node.level:
+                    parts = package.split('.')
+                    base = '.'.join(parts[:len(parts) - node.level + 1] +
+                                    ([node.module] if node.module else []))
+                targets = [f'{base}.{a.name}' if f'{base}.{a.name}' in files else base
+                           for a in node.names]
+            else:
+                targets = [a.name for a in node.names]
+            for target in targets:
+                while target not in files and '.' in target:
+                    target = target.rsplit('.', 1)[0]
+                if target in files and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def _circles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.add(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(frozenset(part))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return set(out)
+
+
+#: import circles not yet taken apart; a new one, or a larger one, fails the test
+KNOWN_CIRCLES = {
+    frozenset({'ckptzoo.registry', 'ckptzoo.runner.optimizer_constructor'}),
+    frozenset({'ckptzoo.datasets.builder', 'ckptzoo.datasets.dataset_wrappers'}),
+    frozenset({'ckptzoo.memory.batch_shapes', 'ckptzoo.memory.step', 'ckptzoo.memory.timeline'}),
+}
+
+
+def test_no_new_run_time_import_circle():
+    """Modules that import each other (through functions too) cannot be understood, tested or
+    moved one at a time. The circles left are listed above, to be taken apart; none may be
+    added."""
+    circles = _circles(_import_graph())
+    assert circles <= KNOWN_CIRCLES, sorted(sorted(c) for c in circles - KNOWN_CIRCLES)

@@ -16,6 +16,8 @@ class EpochBasedRunner(BaseRunner):
     epoch the run continues exactly where it stopped.
     """
 
+    #: counts training in epochs (hooks read it instead of importing this class)
+    by_epoch = True
     _epoch_done = False  # inside after_train_epoch
 
     def _checkpoint_position(self):

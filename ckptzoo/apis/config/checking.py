@@ -230,7 +230,7 @@ def _dry_build(cfg, path):
 
 def _check_optimizer_hook(optimizer_config, fp16, distributed):
     from ...runner.hooks import Fp16OptimizerHook, Hook
-    from ..train import select_optimizer_hook
+    from ..options import select_optimizer_hook
     if isinstance(fp16, dict):
         check_keys(fp16, accepted_args(Fp16OptimizerHook), 'fp16', owner='Fp16OptimizerHook')
     if isinstance(optimizer_config, Hook):

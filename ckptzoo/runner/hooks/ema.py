@@ -192,9 +192,8 @@ class BaseEMAHook(Hook):
                           'average starts from its weights', UserWarning)
         info = checkpoint.get('meta', {}).get('ema')
         if info is None:  # an mmdet checkpoint: swapped at the end of each epoch
-            from ..epoch_based_runner import EpochBasedRunner
             info = dict(steps=checkpoint.get('meta', {}).get('iter', 0),
-                        swapped=not missing and isinstance(runner, EpochBasedRunner)
+                        swapped=not missing and getattr(runner, 'by_epoch', False)
                         and checkpoint.get('meta', {}).get('inner_iter', 0) == 0)
         self.steps = info['steps']
         self.swapped = bool(info['swapped'])
