@@ -156,8 +156,7 @@ def build_optimizer(model, cfg):
     group (frozen ones are left out: torch would accept them but they only waste state)."""
     if not isinstance(cfg, dict):
         raise TypeError(f'optimizer config must be a dict, got {cfg!r}')
-    from .runner import optimizer_constructor  # noqa: F401  (registers the constructor)
-    cfg = dict(cfg)
+    cfg = dict(cfg)  # the constructors are registered by ckptzoo.runner (imported by ckptzoo)
     constructor = cfg.pop('constructor', 'DefaultOptimizerConstructor')
     paramwise_cfg = cfg.pop('paramwise_cfg', None)
     builder = OPTIMIZER_BUILDERS.build(dict(type=constructor, optimizer_cfg=cfg,

@@ -8,6 +8,7 @@ from .hooks import *  # noqa: F401,F403
 from .iter_based_runner import IterBasedRunner
 from .iter_loader import IterLoader
 from .log_buffer import LogBuffer
+from . import optimizer_constructor  # noqa: F401  (registers DefaultOptimizerConstructor)
 from .parallel import MMDistributedDataParallel
 from .preemption import TrainingPreempted
 from .priority import Priority, get_priority
