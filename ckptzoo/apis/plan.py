@@ -35,7 +35,7 @@ from ..memory.shape_model import ShapeCostModel
 from ..memory.timeline import collecting, record_timelines
 from ..memory.plan_file import (PLAN_FILE, PlanResult, plan_changes, read_plan_file,
                                 write_plan_file)
-from ..memory.plan_fit import fit_changes, made_for
+from ..memory.plan_fit import fit_changes, made_for, window_probed
 from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
 from ..memory.report import plan_table
 from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch
@@ -405,7 +405,7 @@ def _saved_plan(path, budget, configured, logger, run=None, cfg=None):
                 '; '.join(fit) + ': planning again (the resumed run trains with the new '
                 'plan)')
             return None
-        if saved['cumulative_iters'] > 1 and not _window_probed(saved):
+        if saved['cumulative_iters'] > 1 and not window_probed(saved):
             say(f'memory plan: {path} plans gradient accumulation (cumulative_iters='
                 f'{saved["cumulative_iters"]}) without the gradients that the iterations of a '
                 'window hold from their start (written by an earlier version of ckptzoo): '
@@ -418,14 +418,6 @@ def _saved_plan(path, budget, configured, logger, run=None, cfg=None):
     if logger is not None:
         logger.info(f'memory plan: reusing {path}')
     return PlanResult.from_json(saved)
-
-
-def _window_probed(saved):
-    """Whether the cost tables of a plan file were probed at an accumulation window's last
-    iteration (they record its ``window``); a file without a cost model cannot tell."""
-    tables = (saved.get('cost_model') or {}).get('tables') or {}
-    return not tables or all(t.get('window', 1) == saved['cumulative_iters']
-                             for t in tables.values())
 
 
 def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None = None,

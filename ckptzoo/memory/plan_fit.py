@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .batch_shapes import LoaderShapes
 
 __all__ = ['model_fingerprint', 'data_fingerprint', 'made_for', 'fit_changes', 'unit_changes',
-           'plan_unit_names', 'made_for_problem']
+           'window_probed', 'plan_unit_names', 'made_for_problem']
 
 #: unit names shown in a message before "and N more"
 _SHOWN = 3
@@ -145,6 +145,15 @@ def fit_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
         if data:
             out.append('data: ' + '; '.join(data))
     return out
+
+
+def window_probed(saved: dict[str, Any]) -> bool:
+    """Whether the cost tables of a plan file were probed at the accumulation window its
+    ``cumulative_iters`` gives (they record its ``window``; tables probed without the
+    window's gradients predict too little); a file without a cost model cannot tell."""
+    tables = (saved.get('cost_model') or {}).get('tables') or {}
+    return not tables or all(t.get('window', 1) == saved['cumulative_iters']
+                             for t in tables.values())
 
 
 def made_for_problem(value: Any) -> str | None:

@@ -18,10 +18,10 @@ import torch
 
 from ..registry import HOOKS
 from ..runner.hooks.hook import Hook
-from ..runner.hooks.optimizer import OptimizerHook
 from ..utils.model_wrapper import unwrap_model
 from .buckets import bucket_for
 from .budget import format_bytes, parse_budget
+from .step import optimizer_hook
 from .trackers import LiveTensorTracker
 
 __all__ = ['MemoryPlanHook', 'PRIORITY', 'batch_shape', 'batch_boxes', 'memory_mib']
@@ -305,10 +305,11 @@ class MemoryPlanHook(Hook):
 def _window_position(runner):
     """``(first, steps)`` of this iteration in its accumulation window: whether it starts
     the window (holds no gradients yet) and whether it makes the optimizer step."""
-    for hook in runner.hooks:
-        if isinstance(hook, OptimizerHook):
-            return runner.iter % hook.cumulative_iters == 0, bool(hook.is_step_iter(runner))
-    return True, True
+    try:
+        hook = optimizer_hook(runner)
+    except RuntimeError:  # no optimizer hook: every iteration is a window of its own
+        return True, True
+    return runner.iter % hook.cumulative_iters == 0, bool(hook.is_step_iter(runner))
 
 
 def _cuda_device(model):

@@ -207,9 +207,9 @@ def optimizer_hook(runner: Any) -> OptimizerHook:
     raise RuntimeError('the training run has no optimizer hook')
 
 
-def hold_window_gradients(run: Run) -> int:
+def hold_window_gradients(run: Run) -> None:
     """Give every trainable parameter without a gradient a zero one when the run accumulates
-    (``cumulative_iters`` > 1), and return their bytes (0 otherwise).
+    (``cumulative_iters`` > 1).
 
     Every iteration of an accumulation window after its first starts with the gradients of
     those before it and adds its own into them (in place); the last also makes the optimizer
@@ -218,14 +218,10 @@ def hold_window_gradients(run: Run) -> int:
     validate. A parameter that training leaves without a gradient (unused) is held too: an
     over-estimate only."""
     if optimizer_hook(run.runner).cumulative_iters <= 1:
-        return 0
-    held = 0
+        return
     for p in unwrap_model(run.runner.model).parameters():
         if p.requires_grad and p.grad is None:
             p.grad = torch.zeros_like(p)
-        if p.requires_grad:
-            held += p.grad.untyped_storage().nbytes()
-    return held
 
 
 def train_step(run: Run, batch: dict[str, Any],
