@@ -12,6 +12,16 @@ if os.environ.get('PYTEST_XDIST_WORKER'):
     torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` skip without a CUDA GPU (one line each in -rs)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason='needs a CUDA GPU (tools/benchmarks/cuda_check.py runs it)')
+    for item in items:
+        if 'cuda' in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope='module')
 def probed(tmp_path_factory):
     """The TINY classifier's run, its worst-case batch and its probed cost table (plain, full,

@@ -149,6 +149,8 @@ class ProbeSession:
         if self._rng[3] is not None:
             torch.cuda.set_rng_state_all(self._rng[3])
         runner.meta = self._meta
+        if on_cuda(self.run):  # the probe's cached blocks (plain steps among them) go back:
+            torch.cuda.empty_cache()  # training's reserved memory is its own steps'
 
     def cost_table(self, batch: dict[str, Any], plain_only: bool = False) -> CostTable:
         """The probe's table on ``batch`` (rank 0's under DDP), over the modes worth probing

@@ -101,7 +101,8 @@ class MemoryPlanHook(Hook):
     rank 0 (every rank logs, and measures, the same iterations); the guard acts on the rank's
     own measurement, so ranks may train under different plans (a plan changes no gradient,
     only what is kept and recomputed). ``records`` (the last 1000
-    measured steps), ``over_budget`` (every step over the budget and what was done) and
+    measured steps: ``peak_bytes``, and on CUDA ``reserved_bytes``, the caching allocator's
+    ``max_memory_reserved``, what the card must really have free), ``over_budget`` (every step over the budget and what was done) and
     ``buckets`` (as re-planned; a bucket's ``measured_peak_bytes`` is raised to what its steps
     measured) are kept for reports, not in checkpoints: a resumed run starts from the buckets
     it is given. A CPU step that raises leaves its tracker counting until the next step starts
@@ -219,14 +220,16 @@ class MemoryPlanHook(Hook):
         return True
 
     def after_train_iter(self, runner):
+        reserved = None
         if self._cuda is not None:
             peak = torch.cuda.max_memory_allocated(self._cuda)
+            reserved = torch.cuda.max_memory_reserved(self._cuda)
         elif self._tracker is not None:
             peak = self._tracker.peak_bytes
             self._close_tracker()
         else:
             return
-        record = dict(self._step, peak_bytes=peak)
+        record = dict(self._step, peak_bytes=peak, reserved_bytes=reserved)
         self.records.append(record)
         output = runner.log_buffer.output
         output['memory'] = max(output.get('memory', 0), memory_mib(peak))

@@ -30,7 +30,7 @@ def run_once(model, x, seed):
     outs = model(x)
     # a fixed random weighting of every output, so each element matters in the gradient
     gen = torch.Generator().manual_seed(1234)
-    loss = sum((o * torch.randn(o.shape, generator=gen)).sum() for o in outs)
+    loss = sum((o * torch.randn(o.shape, generator=gen).to(o.device)).sum() for o in outs)
     loss.backward()
     grads = {n: p.grad for n, p in model.named_parameters()}
     buffers = {n: b.clone() for n, b in model.named_buffers()}

@@ -240,3 +240,35 @@ def test_modes_equal_plain_under_two_rank_gloo_ddp(tmp_path):
     """Gradients are all-reduced across ranks with different inputs: each mode's equal plain's."""
     import torch.multiprocessing as mp
     mp.spawn(_ddp_worker, args=(2, str(tmp_path / 'init')), nprocs=2, join=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.filterwarnings('ignore:checkpoint mode .offload.')
+@pytest.mark.parametrize('kind', ['resnet', 'densenet', 'swin'])
+def test_every_mode_exact_on_cuda_and_each_keeps_less_on_the_device(kind, monkeypatch):
+    """On the GPU (cuDNN deterministic; dropout drawn from the CUDA generator, which a
+    recompute must replay), every mode equals plain, and keeps less device memory from the
+    forward than plain ('offload' moves what it saves to CPU memory)."""
+    monkeypatch.setattr(torch.backends.cudnn, 'deterministic', True)
+    monkeypatch.setattr(torch.backends.cudnn, 'benchmark', False)
+    model = plan_model(kind).cuda()
+    x = torch.randn(2, 3, 64, 64, device='cuda', requires_grad=True)
+    kept, start = {}, copy.deepcopy(model.state_dict())
+    for mode in (None, 'full', 'selective', 'offload'):
+        model.load_state_dict(start)  # BN statistics as at the start, for each mode
+        model.set_checkpoint_plan({'*': mode})
+        model.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.manual_seed(3)
+        outs = model(x)
+        kept[mode] = torch.cuda.memory_allocated() - before - sum(
+            o.untyped_storage().nbytes() for o in outs)
+        del outs
+        model.load_state_dict(start)
+        got = run_once(model, x, seed=3)
+        if mode is None:
+            ref = got
+        else:
+            assert_same_run(ref, got, model)
+    assert kept['full'] < kept[None] and kept['offload'] < kept[None], kept

@@ -192,7 +192,7 @@ def test_tensorboard_writes_tags(tmp_path, monkeypatch):
     assert calls[-1] == ('close',)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
+@pytest.mark.cuda
 def test_text_logger_memory_on_cuda(tmp_path):
     runner = FakeRunner(tmp_path, model=torch.nn.Linear(2, 2).cuda(), step_fn=_fixed_step)
     runner.register_hook(TextLoggerHook(interval=1), 'VERY_LOW')

@@ -12,7 +12,9 @@ backbone only), ``cp_fp16_accum2`` (those three), ``cp_full`` and ``cp_selective
 checkpoint unit of the model, backbone, neck and head, in that mode:
 ``checkpoint_plan = {'*': mode}``), ``cp_full_seg`` (``cp_full`` with the FPN's top-down levels
 as one segment, ``checkpoint_segments``) and ``frozen_bn`` (the backbone's BN frozen:
-``norm_cfg=dict(type='BN', requires_grad=False)``, ``norm_eval=True``).
+``norm_cfg=dict(type='BN', requires_grad=False)``, ``norm_eval=True``); on request
+(``--variants``, as ``tools/benchmarks/cuda_check.py`` asks): ``cp_offload`` (every unit
+``'offload'``) and ``bf16`` (``fp16 = dict(dtype='bfloat16')``).
 The step is the real one: the model, optimizer and optimizer hook are built from the
 modified config by ``ckptzoo.apis.build_training`` (as for ``tools/train.py``) and run by an
 ``IterBasedRunner`` (``train_step`` + the optimizer hook's ``after_train_iter``); the hooks of
@@ -84,9 +86,13 @@ VARIANTS = {
     'cp_full_seg': Variant(plan=dict(checkpoint_plan={'*': 'full'},
                                      checkpoint_segments=[['neck.level2', 'neck.level0']])),
     'cp_selective': Variant(plan=dict(checkpoint_plan={'*': 'selective'})),
+    'cp_offload': Variant(plan=dict(checkpoint_plan={'*': 'offload'})),
+    'bf16': Variant(options=dict(fp16=True), fp16=dict(dtype='bfloat16')),
     'frozen_bn': Variant(model={'backbone.norm_cfg.requires_grad': False,
                                 'backbone.norm_eval': True}),
 }
+#: run when --variants is not given (the rest are for a GPU: cuda_check.py)
+DEFAULT_VARIANTS = [v for v in VARIANTS if v not in ('cp_offload', 'bf16')]
 BACKBONES = ('resnet50', 'densenet121', 'swin_t')
 #: peer jobs: (model, implementation, checkpointing: '' plain, 'cp' the implementation's own,
 #: 'selective' ckptzoo's selective mode; torchvision's DenseNet also wrapped whole in one
@@ -129,7 +135,8 @@ def parse_args(argv=None):
     parser.add_argument('--batch', type=int, default=2, help='images per optimizer step')
     parser.add_argument('--iters', type=int, default=5, help='timed optimizer steps')
     parser.add_argument('--warmup', type=int, default=2, help='untimed steps first')
-    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument('--variants', nargs='+', default=DEFAULT_VARIANTS,
+                        choices=list(VARIANTS))
     parser.add_argument('--peers', action='store_true',
                         help='add torchvision / timm on the same workloads')
     parser.add_argument('--peer-only', nargs='+', choices=('retinanet',) + BACKBONES,

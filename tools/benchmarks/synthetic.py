@@ -104,6 +104,40 @@ def _mask_rcnn_config():
     return cfg
 
 
+#: the full-scale configs of ``full_scale_config``: mmdet 2.x's COCO R50-FPN configs (80 classes)
+FULL_SCALE = {'retinanet': 'configs/coco/retinanet_r50_fpn_1x_coco.py',
+              'mask_rcnn': 'configs/coco/mask_rcnn_r50_fpn_1x_coco.py',
+              'mask_rcnn_swin-t': 'configs/coco/mask_rcnn_swin-t-p4-w7_fpn_1x_coco.py'}
+
+
+def full_scale_config(model, img_size, fixed, num_images=8):
+    """mmdet 2.x's COCO config of ``model`` (:data:`FULL_SCALE`: its 80 classes, no pretrained
+    weights) on ``num_images`` generated COCO images of :data:`SHAPES` with 1-8 objects and
+    polygon masks, named as COCO's first three classes. ``fixed``: every image resized to
+    exactly ``img_size`` (``(w, h)``, the step of the memory table); else the config's
+    ``keep_ratio`` resize to ``img_size``, so the batches come in several shapes (both
+    orientations: the planner's buckets)."""
+    from mmengine.config import Config
+    from ckptzoo.datasets import generate_coco
+    cfg = without_pretrained(Config.fromfile(osp.join(ROOT, FULL_SCALE[model])))
+    root = generate_coco(osp.join(ROOT, 'data/benchmark_coco_full'), num_train=num_images,
+                         num_val=0, img_shapes=SHAPES, names=('person', 'bicycle', 'car'),
+                         cat_ids=(1, 2, 3), seed=0, max_objects=8)
+    train = cfg.data.train
+    train.ann_file = osp.join(root, 'annotations/instances_train2017.json')
+    train.img_prefix = osp.join(root, 'train2017') + '/'
+    resizes = [t for t in train.pipeline if t['type'] == 'Resize']
+    if not resizes:
+        raise KeyError(f'{FULL_SCALE[model]}: the training pipeline has no Resize')
+    for t in resizes:
+        t.update(img_scale=tuple(img_size), keep_ratio=not fixed)
+        t.pop('ratio_range', None)
+    cfg.data.samples_per_gpu = 2
+    cfg.data.workers_per_gpu = 0
+    cfg.evaluation = None
+    return cfg
+
+
 def mixed_coco_config(variant):
     """The batch-plans benchmark's run: mmdet 2.x's RetinaNet R50-FPN COCO config at reduced
     scale (``img_scale=(512, 320)``, ``'fixed'``; or ``multiscale_mode='range'`` over short

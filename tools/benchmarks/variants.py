@@ -19,6 +19,7 @@ class Variant(NamedTuple):
     options: dict = {}   # TrainingOptions fields but samples_per_gpu (from --batch)
     plan: dict = {}      # top-level config keys: checkpoint_plan, checkpoint_segments
     model: dict = {}     # model config changes, dotted keys under ``model.``
+    fp16: dict = {}      # the ``fp16`` dict when options switch fp16 on (default FP16_CFG)
 
 
 #: every variant starts from these: the backbone's with_cp off, no pretrained weights (nothing
@@ -60,7 +61,7 @@ def variant_cfg(cfg, settings, batch):
     for key, value in settings.plan.items():  # replaces the config's own plan
         cfg[key] = value
     options = TrainingOptions(**settings.options, samples_per_gpu=batch // k)
-    options.apply_to(cfg, fp16_cfg=FP16_CFG)
+    options.apply_to(cfg, fp16_cfg=settings.fp16 or FP16_CFG)
     return options
 
 
@@ -69,10 +70,11 @@ class _Quiet(logging.Logger):
         super().__init__('ckptzoo.benchmark', logging.WARNING)
 
 
-def bench_run(args, cfg, max_iters, device):
+def bench_run(args, cfg, max_iters, device, dataset=None):
     """The training run of ``cfg`` as ``ckptzoo.apis.build_training`` assembles it for
-    ``tools/train.py``, on the generated data, for ``max_iters`` iterations, with no
-    checkpoints, logs or lr schedule (they would only add noise to the step)."""
+    ``tools/train.py``, on ``dataset`` (a dataset config; default the generated VOC data), for
+    ``max_iters`` iterations, with no checkpoints, logs or lr schedule (they would only add
+    noise to the step)."""
     from ckptzoo.apis import build_training
     from ckptzoo.datasets import build_dataset
     synthetic.step_only(cfg, 'ckptzoo_bench_', dict(type='IterBasedRunner', max_iters=max_iters),
@@ -81,19 +83,23 @@ def bench_run(args, cfg, max_iters, device):
     cfg.device = device
     cfg.data.workers_per_gpu = 0
     cfg.data.pop('train_dataloader', None)
-    dataset = build_dataset(synthetic.voc_dataset(cfg, args.data_root, args.img_size))
+    dataset = build_dataset(dataset or synthetic.voc_dataset(cfg, args.data_root,
+                                                             args.img_size))
     return build_training(cfg, datasets=[dataset], logger=_Quiet())
 
 
-def run_variant(args, variant):
-    """One :class:`Variant` of the config through the real runner and optimizer hook."""
+def run_variant(args, variant, cfg=None):
+    """One :class:`Variant` of the config (``cfg``, default ``args.config`` on the generated
+    VOC data; a given ``cfg`` trains on its own ``data.train``) through the real runner and
+    optimizer hook."""
     from ckptzoo.memory import StepMeter
     device = setup_job(args)
-    cfg = load_config(args)
+    dataset = None if cfg is None else cfg.data.train
+    cfg = load_config(args) if cfg is None else cfg
     options = variant_cfg(cfg, variant, args.batch)
     k = options.cumulative_iters
     meter = StepMeter(device, args.warmup, args.iters, k)
-    run = bench_run(args, cfg, meter.total_iters, device)
+    run = bench_run(args, cfg, meter.total_iters, device, dataset)
     meter.attach(run.runner)
     run.runner.run(run.data_loaders, run.workflow)
     return dict(meter.result(), optimizer_hook=run.optimizer_config['type'],
