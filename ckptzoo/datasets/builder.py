@@ -29,6 +29,7 @@ from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data.dataloader import default_collate
 
 from ..registry import build_dataset as _registry_build
+from .dataset_wrappers import ConcatDataset, RepeatDataset
 from .sample_seed import seed_globals, seeded_indices, worker_seed
 
 #: Per-image keys kept as lists in a batch (their sizes differ from image to image).
@@ -39,7 +40,6 @@ PAD_KEYS = ('img', 'gt_semantic_seg')
 
 
 def _concat_dataset(cfg, default_args=None):
-    from .dataset_wrappers import ConcatDataset
     ann_files = cfg['ann_file']
     split = {}
     for key in ('img_prefix', 'seg_prefix', 'proposal_file'):
@@ -62,7 +62,6 @@ def _concat_dataset(cfg, default_args=None):
 
 def build_dataset(cfg, default_args=None):
     """A dataset from a config (see the module docstring for wrappers and list ann_files)."""
-    from .dataset_wrappers import ConcatDataset, RepeatDataset
     if isinstance(cfg, (list, tuple)):
         return ConcatDataset([build_dataset(c, default_args) for c in cfg])
     if not isinstance(cfg, dict):

@@ -15,9 +15,13 @@ from .sample_seed import sample_rng
 
 
 def _built(dataset):
+    """A wrapper wraps datasets, as mmdet 2.x's do: ``build_dataset`` builds the configs it
+    names first (building here too would make the builder and the wrappers import each
+    other)."""
     if isinstance(dataset, dict):
-        from .builder import build_dataset
-        return build_dataset(dataset)
+        raise TypeError(f'a dataset wrapper takes built datasets, got the config {dataset!r}: '
+                        'build the wrapper\'s config with ckptzoo.datasets.build_dataset, '
+                        'which builds the datasets it names')
     return dataset
 
 

@@ -202,3 +202,11 @@ def test_ranks_with_different_seeds_share_rank_0s_sampler_seed(tmp_path):
         assert [i for i, _ in part['group']] == list(expected)
         for name in ('group', 'plain'):
             assert all(s == sample_seed(10, 1, i) for i, s in part[name])
+
+
+def test_a_wrapper_takes_built_datasets_as_mmdet_does():
+    # build_dataset builds the configs a wrapper's config names, then wraps them
+    with pytest.raises(TypeError, match='build_dataset'):
+        RepeatDataset(dict(type='CocoDataset', ann_file='a.json', pipeline=[]), 2)
+    with pytest.raises(TypeError, match='takes built datasets'):
+        ConcatDataset([dict(type='CocoDataset', ann_file='a.json', pipeline=[])])
