@@ -11,7 +11,8 @@ from mmengine.config import Config
 from torch.utils.data import Dataset
 
 from ..datasets import StandInDataset, build_dataset
-from ..memory.step import train_pipeline, worst_case_shape
+from ..datasets.train_config import innermost_train, train_pipeline
+from ..memory.step import worst_case_shape
 from .options import samples_per_gpu_of
 
 __all__ = ['planning_datasets', 'stand_in_dataset']
@@ -39,12 +40,6 @@ def planning_datasets(cfg: Config, boxes_per_image: int = DEFAULT_BOXES
                         f'{samples_per_gpu_of(cfg)}')
 
 
-def _innermost(train: Any) -> Any:
-    while isinstance(train, dict) and 'pipeline' not in train and 'dataset' in train:
-        train = train['dataset']  # RepeatDataset and friends
-    return train[0] if isinstance(train, (list, tuple)) and train else train
-
-
 def _num_classes(cfg: Config, train: Any) -> int | None:
     model = cfg.model
     for head in (model.get('bbox_head'), (model.get('roi_head') or {}).get('bbox_head'),
@@ -57,9 +52,7 @@ def _num_classes(cfg: Config, train: Any) -> int | None:
 
 def _resize_hint(cfg):
     """``, e.g. --cfg-options data.train.pipeline.2.img_scale=...`` for the config's Resize."""
-    path, train = 'data.train', cfg.data.train
-    while isinstance(train, dict) and 'pipeline' not in train and 'dataset' in train:
-        path, train = path + '.dataset', train['dataset']
+    path, train = innermost_train(cfg)
     for i, t in enumerate((train.get('pipeline') or []) if isinstance(train, dict) else []):
         if t.get('type') == 'Resize':
             return f', e.g. --cfg-options {path}.pipeline.{i}.img_scale="(1333,800)"'
@@ -72,7 +65,7 @@ def stand_in_dataset(cfg: Config, boxes_per_image: int = DEFAULT_BOXES,
     them (a classification set's when it has no pipeline), at :func:`worst_case_shape`, with
     ``boxes_per_image`` boxes (a detector's) and the model's number of classes. ``missing``
     says what was not found, for the errors."""
-    train = _innermost(cfg.data.train)
+    train = innermost_train(cfg)[1]
     pipeline = train_pipeline(cfg)
     collect = next((t for t in reversed(pipeline) if t.get('type') == 'Collect'), None)
     keys = list(collect['keys']) if collect is not None else None
