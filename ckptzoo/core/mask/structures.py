@@ -71,7 +71,22 @@ def bitmap_to_polygon(bitmap):
     return [c.reshape(-1, 2) for c in contours], with_hole
 
 
-class BitmapMasks:
+class BaseInstanceMasks:
+    """What both mask kinds share (mmdet 2.x's base class of the same name): ``masks``, one
+    per instance, of an image ``height`` x ``width``."""
+
+    def __iter__(self):
+        return iter(self.masks)
+
+    def __len__(self):
+        return len(self.masks)
+
+    def __repr__(self):
+        return (f'{self.__class__.__name__}(num_masks={len(self.masks)}, '
+                f'height={self.height}, width={self.width})')
+
+
+class BitmapMasks(BaseInstanceMasks):
     """``(N, H, W)`` bitmaps, one per instance (mmdet's ``BitmapMasks``)."""
 
     def __init__(self, masks, height, width):
@@ -100,15 +115,6 @@ class BitmapMasks:
         return BitmapMasks(self.masks[index].reshape(-1, self.height, self.width),
                            self.height, self.width)
 
-    def __iter__(self):
-        return iter(self.masks)
-
-    def __len__(self):
-        return len(self.masks)
-
-    def __repr__(self):
-        return (f'{self.__class__.__name__}(num_masks={len(self.masks)}, '
-                f'height={self.height}, width={self.width})')
 
     def _each(self, fn, empty_shape):
         if len(self.masks) == 0:
@@ -224,7 +230,7 @@ def _as_float(p):
     return p.astype(np.float64) if not np.issubdtype(p.dtype, np.floating) else p.copy()
 
 
-class PolygonMasks:
+class PolygonMasks(BaseInstanceMasks):
     """Per instance a list of polygons ``[x0, y0, x1, y1, ...]`` (mmdet's ``PolygonMasks``);
     geometry moves the vertices, pycocotools rasterizes on demand."""
 
@@ -257,15 +263,6 @@ class PolygonMasks:
                             f'ndarray, got {type(index).__name__}')
         return PolygonMasks(masks, self.height, self.width)
 
-    def __iter__(self):
-        return iter(self.masks)
-
-    def __len__(self):
-        return len(self.masks)
-
-    def __repr__(self):
-        return (f'{self.__class__.__name__}(num_masks={len(self.masks)}, '
-                f'height={self.height}, width={self.width})')
 
     def _map(self, fn, height, width):
         return PolygonMasks([[fn(_as_float(p)) for p in obj] for obj in self.masks],
