@@ -42,7 +42,7 @@ from ckptzoo.memory.baselines import memory_time_sweep  # noqa: E402
 from ckptzoo.memory.charts import save_png, sweep_figure, sweep_points  # noqa: E402
 from ckptzoo.memory.html_report import write_memory_report  # noqa: E402
 from ckptzoo.memory.report import cost_report, plan_table  # noqa: E402
-from ckptzoo.memory.timeline import record_timelines  # noqa: E402
+from ckptzoo.memory.timeline import TimelineSet  # noqa: E402
 from ckptzoo.runner.work_dir import unwritable  # noqa: E402
 
 
@@ -126,8 +126,8 @@ def main(argv=None):
               'is on disk and the probe steps on its own batches')
     run = build_training(cfg, datasets=datasets, logger=logger)
     try:
-        with record_timelines() as timelines:
-            result = plan_memory(run, cfg, budget, logger=logger)
+        timelines = TimelineSet()
+        result = plan_memory(run, cfg, budget, logger=logger, timelines=timelines)
     except InfeasibleBudget as exc:
         sys.exit(f'error: {exc}')
     result.made_for = plan_made_for(run, cfg, result.samples_per_gpu)  # a resume compares it

@@ -32,14 +32,14 @@ from ..memory import (CostTable, InfeasibleBudget, format_bytes, parse_budget)
 from ..memory.batch_shapes import LoaderShapes, loader_shapes
 from ..memory.buckets import choose_buckets, solve_buckets
 from ..memory.shape_model import ShapeCostModel
-from ..memory.timeline import collecting, record_timelines
+from ..memory.timeline import TimelineSet
 from ..memory.plan_file import (PLAN_FILE, PlanResult, plan_changes, read_plan_file,
                                 write_plan_file)
 from ..memory.plan_fit import fit_changes, made_for, window_probed
 from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
 from ..memory.report import plan_table
 from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch
-from ..core.bbox import sampling_at_capacity
+from ..core.bbox import restore_sampling_at_capacity, set_sampling_at_capacity
 from ..runner.dist_utils import get_dist_info
 from ..runner.work_dir import unwritable
 from ..utils.model_wrapper import unwrap_model
@@ -108,12 +108,16 @@ class ProbeSession:
     all-reduce gradients; on exit the wrapper, weights, buffers, optimizer state, RNG states
     and ``runner.meta`` are as they were. The steps run the module alone: on CPU the exact
     tracker then does not see DDP's gradient buckets, which :meth:`cost_table` and
-    :meth:`measure_step` add (CUDA's allocator counts them anyway). RoI samplers yield their
-    largest counts inside (:func:`~ckptzoo.core.bbox.sampling_at_capacity`): the
-    plan is for the most RoIs training can see, not for an untrained RPN's few positives."""
+    :meth:`measure_step` add (CUDA's allocator counts them anyway). The model's RoI samplers
+    yield their largest counts inside (their ``at_capacity``, set on enter and restored on
+    exit: :func:`~ckptzoo.core.bbox.set_sampling_at_capacity`): the plan is for the most RoIs
+    training can see, not for an untrained RPN's few positives. ``timelines`` (a
+    :class:`~ckptzoo.memory.timeline.TimelineSet`, or None): the probe's plain step and every
+    measured step record a new timeline of it (no extra steps)."""
 
-    def __init__(self, run: TrainingRun):
+    def __init__(self, run: TrainingRun, timelines: TimelineSet | None = None):
         self.run = run
+        self.timelines = timelines
         self.wrapper = run.runner.model
         self.model: nn.Module = unwrap_model(self.wrapper)
         #: bytes of DDP's gradient buckets (0 unwrapped); ``unseen``: those the steps miss
@@ -130,12 +134,11 @@ class ProbeSession:
         runner.model = self.model
         self.unseen = 0 if on_cuda(self.run) else self.buckets
         optimizer_hook(runner).before_run(runner)
-        self._capacity = sampling_at_capacity()
-        self._capacity.__enter__()
+        self._samplers = set_sampling_at_capacity(self.model, True)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._capacity.__exit__(*exc)
+        restore_sampling_at_capacity(self._samplers)
         runner = self.run.runner
         runner.model = self.wrapper
         self.model.load_state_dict(self._state)
@@ -159,7 +162,7 @@ class ProbeSession:
         modes = probe_modes(self.run)
         if plain_only:
             modes = (None,) if on_cuda(self.run) else (None, 'full')
-        timeline = collecting('plain')
+        timeline = self.timelines.new('plain') if self.timelines is not None else None
         table = CostTable.from_dict(from_rank0(probe(
             self.run, batch, modes=modes, timeline=timeline).to_dict()))
         if self.unseen and timeline is not None:
@@ -173,7 +176,7 @@ class ProbeSession:
     def measure_step(self, batch: dict[str, Any]) -> tuple[int, float]:
         """``(peak bytes, seconds)`` of one step with the plan in force (rank 0's under DDP),
         DDP's buckets included (in the report's timeline too)."""
-        timeline = collecting('measured')
+        timeline = self.timelines.new('measured') if self.timelines is not None else None
         measured, seconds = from_rank0(measure_step(self.run, batch, timeline=timeline))
         if self.unseen and timeline is not None:
             timeline.shift(self.unseen)
@@ -235,7 +238,8 @@ def _times_of(table, big, ratio):
 def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2,
                      logger: logging.Logger | None = None, segments: bool = True,
                      shapes: LoaderShapes | None = None,
-                     max_buckets: int = MAX_BUCKETS) -> PlanResult:
+                     max_buckets: int = MAX_BUCKETS,
+                     timelines: TimelineSet | None = None) -> PlanResult:
     """A plan per batch-shape bucket for ``budget`` bytes, for the options ``run`` trains
     with, validated with one measured step at the largest bucket; re-planned with a margin
     raised by the observed error while that step is over the budget, at most ``max_replans``
@@ -252,7 +256,8 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
     largest's in proportion to the pixels (the first step of a run is slow for one-off
     reasons). Raises
     :class:`~ckptzoo.memory.InfeasibleBudget` naming the largest bucket's shape when no plan
-    fits it."""
+    fits it. ``timelines`` (a :class:`~ckptzoo.memory.timeline.TimelineSet`) records the
+    probes' plain steps and the validation steps (:class:`ProbeSession`)."""
     shapes = shapes if shapes is not None else batch_shapes(run, cfg)
     if shapes.worst is None:
         bounds = [None]
@@ -260,7 +265,7 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
         bounds = choose_buckets(shapes.candidates, max_buckets,
                                 required=[g.worst for g in shapes.groups])
     boxes = shapes.max_boxes_per_image or None
-    with ProbeSession(run) as session:
+    with ProbeSession(run, timelines) as session:
         big, small = _probe_shapes(bounds) if bounds[0] is not None else (None, None)
         batch = probe_batch(run, big, boxes)
         small_batch = probe_batch(run, small, boxes) if small is not None else None
@@ -313,7 +318,8 @@ def _batch_too_small(exc):
 
 
 def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2,
-                logger: logging.Logger | None = None, segments: bool = True) -> PlanResult:
+                logger: logging.Logger | None = None, segments: bool = True,
+                timelines: TimelineSet | None = None) -> PlanResult:
     """The fastest plan for ``budget`` bytes (:func:`plan_checkpoints`). When no checkpoint
     plan fits, the outer search (:func:`outer_options`) re-probes the run assembled again with
     fp16 (CUDA) and with ``samples_per_gpu`` divided under gradient accumulation, and takes the
@@ -323,7 +329,8 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
     reaches it when nothing does.
 
     ``segments``: allow segments over the model's chains (``checkpoint_chains()``); False
-    keeps to one checkpoint per unit."""
+    keeps to one checkpoint per unit. ``timelines``: see :func:`plan_checkpoints` (every
+    trial records into it)."""
     cuda = on_cuda(run)
     flags = _fp16_flags(unwrap_model(run.runner.model))
     configured = TrainingOptions.from_cfg(cfg).as_dict()
@@ -334,7 +341,8 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
         trial = run if options is None else run.with_options(
             cfg, TrainingOptions.from_dict(options))
         try:
-            result = plan_checkpoints(trial, cfg, budget, max_replans, logger, segments)
+            result = plan_checkpoints(trial, cfg, budget, max_replans, logger, segments,
+                                      timelines=timelines)
         except (InfeasibleBudget, ValueError) as exc:
             for m, enabled, dtype in flags:  # an fp16 trial switched them on
                 m.fp16_enabled = enabled
@@ -445,8 +453,8 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
         result = _saved_plan(path, budget, TrainingOptions.from_cfg(cfg).as_dict(), logger,
                              run, cfg)
     if result is None:  # every rank steps in the probe; all solve rank 0's table
-        with record_timelines() as timelines:  # the report's curves, from steps made anyway
-            result = plan_memory(run, cfg, budget, logger=logger)
+        timelines = TimelineSet()  # the report's curves, from steps made anyway
+        result = plan_memory(run, cfg, budget, logger=logger, timelines=timelines)
         result.made_for = plan_made_for(run, cfg, result.samples_per_gpu)
     if world > 1:
         shared = PlanResult.from_json(from_rank0(result.to_json()))

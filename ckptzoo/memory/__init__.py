@@ -18,6 +18,7 @@ from .buckets import Bucket, bucket_for, choose_buckets, solve_buckets
 from .budget import format_bytes, parse_budget
 from .cost_table import MODES, CostTable, UnitCost
 from .meter import StepMeter
+from .peak_meter import PeakMeter
 from .peak import (Group, Plan, apply_plan, kept_bytes, peak_points, plan_from_modes, plan_modes,
                    plan_segments, predict_peak, predict_time, uniform_plan)
 from .plan_hook import MemoryPlanHook
@@ -34,6 +35,6 @@ __all__ = ['parse_budget', 'format_bytes', 'MODES', 'CostTable', 'UnitCost', 'Gr
            'InfeasibleBudget', 'Solution', 'chen_sqrt_plan', 'choose_plan', 'count_plans',
            'exhaustive_search', 'minimum_peak', 'most_frugal', 'pareto_front', 'solve',
            'LiveTensorTracker', 'SavedTensorCounter', 'peak_live_bytes', 'saved_tensor_bytes',
-           'StepMeter', 'ShapeCostModel', 'Bucket', 'bucket_for', 'choose_buckets',
+           'StepMeter', 'PeakMeter', 'ShapeCostModel', 'Bucket', 'bucket_for', 'choose_buckets',
            'solve_buckets', 'GroupShapes', 'LoaderShapes', 'loader_shapes', 'pipeline_bound',
            'MemoryPlanHook']

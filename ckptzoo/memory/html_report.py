@@ -157,9 +157,9 @@ def _curves(timelines: Any, result: PlanResult) -> dict[str, Timeline]:
 def _timeline_section(curves: Mapping[str, Timeline], result: PlanResult) -> str:
     head = '<h2>The step\'s memory over time</h2>'
     if not curves:
-        return head + ('<p class="note">No timeline was recorded: record one with '
-                       '<code>ckptzoo.memory.timeline.record_timelines()</code> around the '
-                       'planning.</p>')
+        return head + ('<p class="note">No timeline was recorded: give the planning a '
+                       '<code>ckptzoo.memory.timeline.TimelineSet()</code> '
+                       '(<code>plan_memory(..., timelines=...)</code>).</p>')
     data = timeline_series(curves)
     main = data.curves.get('plan') or next(iter(data.curves.values()))
     fig = timeline_figure(data, result.budget_bytes, timelines=curves,
@@ -270,8 +270,8 @@ def write_memory_report(result: PlanResult, path: str, timelines: Any = None,
                         sweep: Any = None, title: str | None = None) -> str:
     """Write the report of ``result`` (with its cost ``table``) to ``path``; returns ``path``.
 
-    ``timelines``: what :func:`~ckptzoo.memory.timeline.record_timelines` collected during the
-    planning (a :class:`~ckptzoo.memory.timeline.TimelineSet`), or ``{label: Timeline}``; the
+    ``timelines``: the :class:`~ckptzoo.memory.timeline.TimelineSet` given to the planning
+    (``plan_memory(..., timelines=timelines)``), or ``{label: Timeline}``; the
     curve labelled ``'plan'`` is the chosen plan's, its maximum the measured peak. ``sweep``:
     True to draw the memory / time trade-off from the table, or a
     :class:`~ckptzoo.memory.baselines.Sweep`."""

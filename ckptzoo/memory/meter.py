@@ -4,7 +4,8 @@ A benchmark compares steps of different loops (ckptzoo's runner, a peer's plain 
 :class:`StepMeter` reads them alike. Memory on CUDA is ``max_memory_allocated`` /
 ``max_memory_reserved`` over the timed steps; on CPU, where there is no allocator statistic, the
 exact peak of live tensor storage (:class:`~ckptzoo.memory.trackers.LiveTensorTracker`) during
-one probe step after them, whose counters would only slow the timed steps.
+one probe step after them, whose counters would only slow the timed steps; both read by a
+:class:`~ckptzoo.memory.peak_meter.PeakMeter`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any
 
 import torch
 
-from .trackers import LiveTensorTracker, SavedTensorCounter
+from .peak_meter import PeakMeter
+from .trackers import SavedTensorCounter
 
 __all__ = ['StepMeter']
 
@@ -39,7 +41,9 @@ class StepMeter:
         self.peak_live = self.saved = 0
         self.held = None
         self.max_allocated = self.max_reserved = None
-        self._tracker = self._saved_counter = None
+        self._timed = None  # CUDA: the PeakMeter over the timed steps
+        self._probe = None  # CPU: the PeakMeter of the probe's iteration
+        self._saved_counter = None
 
     def _phase(self, i):
         step = i // self.k
@@ -56,12 +60,10 @@ class StepMeter:
         phase = self._phase(i)
         if i == self.warmup * self.k and self.cuda:
             self._sync()
-            torch.cuda.reset_peak_memory_stats()
+            self._timed = PeakMeter(cuda=True).start()
         if phase == 'probe':
             if not self.cuda:
-                self._tracker = LiveTensorTracker()
-                self._tracker.__enter__()
-                self._tracker.track(state)
+                self._probe = PeakMeter(state).start()
             self._saved_counter = SavedTensorCounter(include_params=False)
             self._saved_counter.__enter__()
         self._sync()
@@ -69,8 +71,9 @@ class StepMeter:
 
     def after_forward(self, i: int) -> None:
         """Iteration ``i``'s forward ended: what it holds for backward."""
-        if self._tracker is not None:
-            self.held = self._tracker.live_bytes - self._tracker.baseline_bytes
+        if self._probe is not None:
+            tracker = self._probe.tracker
+            self.held = tracker.live_bytes - tracker.baseline_bytes
         if self._saved_counter is not None:
             self._saved_counter.__exit__(None, None, None)
             self.saved = max(self.saved, self._saved_counter.bytes)
@@ -87,13 +90,12 @@ class StepMeter:
             if (i + 1) % self.k == 0:
                 self.times.append(self._elapsed)
                 self._elapsed = 0.0
-            if i + 1 == (self.warmup + self.iters) * self.k and self.cuda:
-                self.max_allocated = torch.cuda.max_memory_allocated()
-                self.max_reserved = torch.cuda.max_memory_reserved()
-        if self._tracker is not None:
-            self._tracker.__exit__(None, None, None)
-            self.peak_live = max(self.peak_live, self._tracker.peak_bytes)
-            self._tracker = None
+            if i + 1 == (self.warmup + self.iters) * self.k and self._timed is not None:
+                self.max_allocated = self._timed.stop()
+                self.max_reserved = self._timed.reserved_bytes
+        if self._probe is not None:
+            probe, self._probe = self._probe, None
+            self.peak_live = max(self.peak_live, probe.stop())
 
     def attach(self, runner: Any) -> None:
         """Read ``runner``'s training iterations: a hook before every other hook (its

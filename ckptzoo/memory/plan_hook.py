@@ -21,8 +21,9 @@ from ..runner.hooks.hook import Hook
 from ..utils.model_wrapper import unwrap_model
 from .buckets import bucket_for
 from .budget import format_bytes, parse_budget
+from ..runner.utils import cuda_device
+from .peak_meter import PeakMeter
 from .step import optimizer_hook
-from .trackers import LiveTensorTracker
 
 __all__ = ['MemoryPlanHook', 'PRIORITY', 'batch_shape', 'batch_boxes', 'memory_mib']
 
@@ -140,14 +141,14 @@ class MemoryPlanHook(Hook):
         self.current = None  # the bucket whose plan is in force
         self._in_force = None  # its _plan_key
         self._warned_shape = False
-        self._tracker = self._cuda = None
+        self._meter = self._cuda = None  # the PeakMeter of the step being measured
         self._step = None
         self._kinds = set()  # the kinds of step measured (_kind)
 
     # ---------------------------------------------------------------------------- the plan
     def before_run(self, runner):
         model = unwrap_model(runner.model)
-        self._cuda = _cuda_device(model)
+        self._cuda = cuda_device(model)
         if self.buckets:
             if not hasattr(model, 'set_checkpoint_plan'):
                 raise TypeError(f'MemoryPlanHook buckets need a model with checkpoint units, '
@@ -197,15 +198,13 @@ class MemoryPlanHook(Hook):
         shape, boxes = batch_shape(batch), batch_boxes(batch)
         if self.buckets:
             self._apply(runner, self._choose(runner, shape))
-        self._close_tracker()  # a step that raised left it open
+        self._close_meter()  # a step that raised left it open
         self._step = dict(iter=runner.iter, shape=shape, boxes=boxes,
                           bucket=self.current.shape if self.current is not None else None)
         if self._cuda is not None:
-            torch.cuda.reset_peak_memory_stats(self._cuda)
+            self._meter = PeakMeter(cuda=True, device=self._cuda).start()
         elif self._first_of_kind(runner, shape) or self.every_n_iters(runner, self.interval):
-            self._tracker = LiveTensorTracker()
-            self._tracker.__enter__()
-            self._tracker.track(runner.model, runner.optimizer, batch)
+            self._meter = PeakMeter(runner.model, runner.optimizer, batch).start()
 
     def _first_of_kind(self, runner, shape):
         """Whether this step is the first of its kind (with a budget to guard): the steps of
@@ -220,15 +219,11 @@ class MemoryPlanHook(Hook):
         return True
 
     def after_train_iter(self, runner):
-        reserved = None
-        if self._cuda is not None:
-            peak = torch.cuda.max_memory_allocated(self._cuda)
-            reserved = torch.cuda.max_memory_reserved(self._cuda)
-        elif self._tracker is not None:
-            peak = self._tracker.peak_bytes
-            self._close_tracker()
-        else:
+        if self._meter is None:
             return
+        meter, self._meter = self._meter, None
+        peak = meter.stop()
+        reserved = meter.reserved_bytes
         record = dict(self._step, peak_bytes=peak, reserved_bytes=reserved)
         self.records.append(record)
         output = runner.log_buffer.output
@@ -238,13 +233,13 @@ class MemoryPlanHook(Hook):
         if self.budget is not None and peak > self.budget:
             self._guard(runner, record)
 
-    def _close_tracker(self):
-        if self._tracker is not None:
-            tracker, self._tracker = self._tracker, None
-            tracker.__exit__(None, None, None)
+    def _close_meter(self):
+        if self._meter is not None:
+            meter, self._meter = self._meter, None
+            meter.close()
 
     def after_run(self, runner):
-        self._close_tracker()
+        self._close_meter()
 
     # ---------------------------------------------------------------------------- the guard
     def _guard(self, runner, record):
@@ -313,12 +308,6 @@ def _window_position(runner):
     except RuntimeError:  # no optimizer hook: every iteration is a window of its own
         return True, True
     return runner.iter % hook.cumulative_iters == 0, bool(hook.is_step_iter(runner))
-
-
-def _cuda_device(model):
-    """The model's CUDA device, None off CUDA."""
-    device = next(iter(model.parameters()), torch.empty(0)).device
-    return device if device.type == 'cuda' else None
 
 
 def _boxes_str(boxes):

@@ -298,9 +298,8 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
     records ``'full'`` too (to check the derivation). Units are measured one by one (segments
     are lifted for the probe); the plan and segments in force are restored afterwards.
     ``chains`` (where segments may be formed) default to the model's own
-    (``checkpoint_chains()``). ``timeline`` (a :class:`~ckptzoo.memory.timeline.Timeline`; by
-    default a new one when :func:`~ckptzoo.memory.timeline.record_timelines` is active)
-    records the plain step."""
+    (``checkpoint_chains()``). ``timeline`` (a :class:`~ckptzoo.memory.timeline.Timeline`, or
+    None for none) records the plain step."""
     model = unwrap_model(run.runner.model)
     units = model.checkpoint_units()
     order = list(units)
@@ -316,9 +315,6 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
         for mode in recorded:
             model.set_checkpoint_plan({'*': None})
             accepted = set(_set_modes(model, mode, order)) if mode is not None else set(order)
-            if mode is None and timeline is None:
-                from .timeline import collecting
-                timeline = collecting('plain')
             rec = _record_step(run, batch, names, timeline if mode is None else None)
             missing = [n for n in order if ('fstart', n) not in
                        {(k, u) for k, u, *_ in rec.events}]

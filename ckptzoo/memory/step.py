@@ -17,11 +17,11 @@ import torch
 from mmengine.config import Config
 
 from ..runner.hooks.optimizer import OptimizerHook
-from ..runner.utils import get_model_device, move_to_device
+from ..runner.utils import cuda_device, get_model_device, move_to_device
 from ..core.mask import BitmapMasks, PolygonMasks
 from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
-from .trackers import LiveTensorTracker
+from .peak_meter import PeakMeter
 
 __all__ = ['Run', 'train_pipeline', 'worst_case_shape', 'probe_batch', 'optimizer_hook',
            'train_step', 'hold_window_gradients', 'make_optimizer_state', 'on_cuda',
@@ -243,8 +243,9 @@ def train_step(run: Run, batch: dict[str, Any],
 
 
 def on_cuda(run: Run) -> bool:
-    """Whether the run's model is on a CUDA device (memory is read from the allocator)."""
-    return get_model_device(run.runner.model).type == 'cuda'
+    """Whether the run's model is on a CUDA device (memory is read from the allocator):
+    :func:`~ckptzoo.runner.utils.cuda_device` of its model."""
+    return cuda_device(run.runner.model) is not None
 
 
 def step_tensors(run: Run, batch: dict[str, Any]) -> tuple:
@@ -288,24 +289,19 @@ def make_optimizer_state(run: Run) -> int:
 
 def measure_step(run: Run, batch: dict[str, Any], timeline: Any = None) -> tuple[int, float]:
     """``(peak bytes, seconds)`` of one step with the plan in force: the exact live-tensor
-    peak on CPU, ``max_memory_allocated`` on CUDA. ``timeline`` (a
-    :class:`~ckptzoo.memory.timeline.Timeline`; by default a new one when
-    :func:`~ckptzoo.memory.timeline.record_timelines` is active) records the step's memory
-    over time, its maximum the peak returned."""
-    from .timeline import collecting, measure_with_timeline
-    timeline = timeline if timeline is not None else collecting('measured')
+    peak on CPU, ``max_memory_allocated`` on CUDA (:class:`~ckptzoo.memory.peak_meter.PeakMeter`).
+    ``timeline`` (a :class:`~ckptzoo.memory.timeline.Timeline`, or None for none) records the
+    step's memory over time, its maximum the peak returned."""
     if timeline is not None:
+        from .timeline import measure_with_timeline
         return measure_with_timeline(run, batch, timeline)
-    if on_cuda(run):
+    cuda = on_cuda(run)
+    if cuda:
         torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+    with PeakMeter(step_tensors(run, batch), cuda=cuda) as meter:
         t0 = time.perf_counter()
         train_step(run, batch)
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated(), time.perf_counter() - t0
-    with LiveTensorTracker() as tracker:
-        tracker.track(step_tensors(run, batch))
-        t0 = time.perf_counter()
-        train_step(run, batch)
+        if cuda:
+            torch.cuda.synchronize()
         seconds = time.perf_counter() - t0
-    return tracker.peak_bytes, seconds
+    return meter.peak_bytes, seconds

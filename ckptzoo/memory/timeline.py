@@ -8,9 +8,10 @@ since the previous point, so the largest point *is* the step's measured peak); o
 ``memory_allocated`` / ``max_memory_allocated`` are read where a unit's forward, backward or
 recompute starts or ends and where a phase starts.
 
-``with record_timelines() as timelines: plan_memory(...)`` collects them from the planner as it
-runs (:func:`~ckptzoo.memory.probe.probe` and :func:`~ckptzoo.memory.step.measure_step` look
-for an active collection); both also take a ``timeline`` argument.
+``timelines = TimelineSet(); plan_memory(..., timelines=timelines)`` collects them from the
+planner as it runs: the planner's probe session hands a new timeline of the set to each
+:func:`~ckptzoo.memory.probe.probe` and :func:`~ckptzoo.memory.step.measure_step` it makes
+(their ``timeline`` argument).
 """
 from __future__ import annotations
 
@@ -28,11 +29,11 @@ from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
 from .budget import format_bytes
 from .step import Run, on_cuda, optimizer_state_bytes, step_tensors, train_step
+from .peak_meter import PeakMeter
 from .trackers import LiveTensorTracker
 
-__all__ = ['PHASES', 'Timeline', 'TimelineSet', 'record_timelines', 'recording',
-           'measure_with_timeline', 'timeline_from_events', 'collecting',
-           'optimizer_state_bytes']
+__all__ = ['PHASES', 'Timeline', 'TimelineSet', 'recording', 'measure_with_timeline',
+           'timeline_from_events', 'optimizer_state_bytes']
 
 #: the phases of a step, in order
 PHASES = ('forward', 'loss', 'backward', 'optimizer step')
@@ -244,20 +245,18 @@ def recording(run: Run, batch: dict[str, Any], timeline: Timeline,
 def measure_with_timeline(run: Run, batch: dict[str, Any],
                           timeline: Timeline) -> tuple[int, float]:
     """``(peak bytes, seconds)`` of one step with the plan in force, as
-    :func:`~ckptzoo.memory.step.measure_step` measures them, recording ``timeline``."""
+    :func:`~ckptzoo.memory.step.measure_step` measures them, recording ``timeline``: on CPU
+    the meter's tracker notes the timeline's points; on CUDA the timeline's points read (and
+    reset) the allocator's peak, so the step's peak is the largest point."""
     cuda = on_cuda(run)
-    with contextlib.ExitStack() as stack:
-        tracker = None
-        if not cuda:
-            tracker = stack.enter_context(LiveTensorTracker())
-            tracker.track(step_tensors(run, batch))
-        with recording(run, batch, timeline, tracker) as forward_end:
+    with PeakMeter(step_tensors(run, batch), cuda=cuda) as meter:
+        with recording(run, batch, timeline, meter.tracker) as forward_end:
             t0 = time.perf_counter()
             train_step(run, batch, on_forward_end=forward_end)
             if cuda:
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
-        peak = timeline.max_bytes if cuda else tracker.peak_bytes
+    peak = timeline.max_bytes if cuda else meter.peak_bytes
     return peak, seconds
 
 
@@ -290,7 +289,9 @@ def timeline_from_events(timeline: Timeline, events: list[tuple], batch: dict[st
 # ------------------------------------------------------------------------------------------
 class TimelineSet:
     """The timelines of one planning: ``plain`` (the probe's plain step; the last probe's) and
-    ``measured`` (every validation step, in order)."""
+    ``measured`` (every validation step, in order). Made empty and given to the planner
+    (``plan_memory(..., timelines=timelines)``), which records into it steps it makes anyway
+    (no extra steps)."""
 
     def __init__(self):
         self.plain: Timeline | None = None
@@ -324,22 +325,3 @@ class TimelineSet:
                 out[f'bucket {shape[0]}x{shape[1]}'] = found[-1]
         return out
 
-
-_collections: list[TimelineSet] = []
-
-
-@contextlib.contextmanager
-def record_timelines() -> Iterator[TimelineSet]:
-    """Inside the block the probe's plain step and every validation step record a timeline
-    into the yielded :class:`TimelineSet` (no extra steps are made)."""
-    timelines = TimelineSet()
-    _collections.append(timelines)
-    try:
-        yield timelines
-    finally:
-        _collections.remove(timelines)
-
-
-def collecting(kind: str) -> Timeline | None:
-    """A new timeline for the next ``kind`` step when :func:`record_timelines` is active."""
-    return _collections[-1].new(kind) if _collections else None

@@ -3,7 +3,7 @@ import torch
 
 from ..utils.model_wrapper import unwrap_model
 
-__all__ = ['move_to_device', 'get_model_device', 'unwrap_model']
+__all__ = ['move_to_device', 'get_model_device', 'cuda_device', 'unwrap_model']
 
 
 def move_to_device(data, device):
@@ -21,3 +21,11 @@ def get_model_device(model):
     for p in model.parameters():
         return p.device
     return torch.device('cpu')
+
+
+def cuda_device(model):
+    """The CUDA device of ``model`` (of its first parameter; a wrapper's is its module's), or
+    None when it is not on CUDA (or has no parameters): where memory is read from the
+    allocator rather than counted tensor by tensor."""
+    device = get_model_device(model)
+    return device if device.type == 'cuda' else None

@@ -23,7 +23,7 @@ from ckptzoo.memory.charts import (MAX_POINTS, fixed_bars, fixed_figure, sweep_f
                                    units_figure)
 from ckptzoo.memory.html_report import memory_report_html, write_memory_report
 from ckptzoo.memory.step import measure_step, probe_batch, train_step, worst_case_shape
-from ckptzoo.memory.timeline import PHASES, Timeline, TimelineSet, record_timelines
+from ckptzoo.memory.timeline import PHASES, Timeline, TimelineSet
 from tests.helpers.configs import TINY
 
 MiB = 2 ** 20
@@ -37,8 +37,8 @@ def planned(tmp_path_factory):
     set_random_seed(0)
     cfg = Config(dict(TINY, data=data, work_dir=str(tmp_path_factory.mktemp('report'))))
     run = build_training(cfg, logger=logging.getLogger('test_html_report'))
-    with record_timelines() as timelines:
-        result = plan_memory(run, cfg, 2_950_000)
+    timelines = TimelineSet()
+    result = plan_memory(run, cfg, 2_950_000, timelines=timelines)
     return cfg, run, result, timelines
 
 

@@ -299,8 +299,9 @@ def test_on_cuda_every_step_is_measured_from_its_start(tmp_path, monkeypatch):
 
     def reset(device=None):
         allocator.update(peak=0, resets=allocator['resets'] + 1)
-    monkeypatch.setattr(plan_hook, '_cuda_device', lambda model: torch.device('cuda:0'))
-    monkeypatch.setattr(plan_hook, 'LiveTensorTracker', None)  # not used on CUDA
+    from ckptzoo.memory import peak_meter
+    monkeypatch.setattr(plan_hook, 'cuda_device', lambda model: torch.device('cuda:0'))
+    monkeypatch.setattr(peak_meter, 'LiveTensorTracker', None)  # not used on CUDA
     monkeypatch.setattr(torch.cuda, 'max_memory_allocated', lambda device=None: allocator['peak'])
     monkeypatch.setattr(torch.cuda, 'reset_peak_memory_stats', reset)
     hook = MemoryPlanHook(interval=0, budget=5 * 2 ** 20)

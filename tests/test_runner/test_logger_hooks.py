@@ -278,7 +278,7 @@ def test_text_logger_cuda_memory_is_the_peak_since_the_last_line(tmp_path, monke
 
     def reset(device=None):
         allocator.update(peak=0, resets=allocator['resets'] + 1)
-    monkeypatch.setattr(text_module, '_model_cuda_device', lambda model: torch.device('cpu'))
+    monkeypatch.setattr(text_module, 'cuda_device', lambda model: torch.device('cpu'))
     monkeypatch.setattr(torch.cuda, 'max_memory_allocated', lambda device=None: allocator['peak'])
     monkeypatch.setattr(torch.cuda, 'reset_peak_memory_stats', reset)
     runner = FakeRunner(tmp_path, step_fn=step)

@@ -2,11 +2,12 @@
 from .assigners import AssignResult, MaxIoUAssigner
 from .coder import DeltaXYWHBBoxCoder, bbox2delta, delta2bbox
 from .iou_calculators import bbox_overlaps
-from .samplers import PseudoSampler, RandomSampler, SamplingResult, sampling_at_capacity
+from .samplers import (PseudoSampler, RandomSampler, SamplingResult,
+                       restore_sampling_at_capacity, set_sampling_at_capacity)
 from .transforms import (bbox2result, bbox2roi, bbox_flip, bbox_mapping, bbox_mapping_back,
                          roi2bbox)
 
 __all__ = ['AssignResult', 'MaxIoUAssigner', 'DeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox',
            'bbox_overlaps', 'PseudoSampler', 'RandomSampler', 'SamplingResult',
-           'sampling_at_capacity', 'bbox2result', 'bbox2roi', 'bbox_flip', 'bbox_mapping',
-           'bbox_mapping_back', 'roi2bbox']
+           'set_sampling_at_capacity', 'restore_sampling_at_capacity', 'bbox2result',
+           'bbox2roi', 'bbox_flip', 'bbox_mapping', 'bbox_mapping_back', 'roi2bbox']

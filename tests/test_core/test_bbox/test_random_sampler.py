@@ -158,3 +158,34 @@ def test_bad_arguments(kw, word):
 def test_gt_labels_needed_to_add_gts():
     with pytest.raises(ValueError, match='gt_labels'):
         _sampler().sample(_assign(), _boxes(28), GT)
+
+
+def test_sampling_at_capacity_is_state_of_the_samplers_a_model_holds():
+    """``set_sampling_at_capacity`` finds a model's samplers (an attribute of any module, one
+    per stage in a list) and sets their ``at_capacity``, where each yields its largest counts
+    without drawing random numbers; the previous flags come back with
+    ``restore_sampling_at_capacity``. A sampler the model does not hold is left as it is."""
+    from ckptzoo.core.bbox import restore_sampling_at_capacity, set_sampling_at_capacity
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bbox_sampler = _sampler(add_gt_as_proposals=False)
+            self.stage_samplers = [_sampler(), _sampler()]
+
+    model = torch.nn.Sequential(Head(), torch.nn.Linear(1, 1))
+    head, other = model[0], _sampler()
+    head.stage_samplers[1].at_capacity = True
+    held = [head.bbox_sampler] + head.stage_samplers
+    states = set_sampling_at_capacity(model, True)
+    assert [s for s, _ in states] == held and [b for _, b in states] == [False, False, True]
+    assert all(s.at_capacity for s in held) and not other.at_capacity
+    assign, boxes = _assign(num_pos=1, num_neg=3), _boxes(7)
+    before = torch.get_rng_state()
+    res = head.bbox_sampler.sample(assign, boxes, GT, GT_LABELS)
+    assert res.pos_inds.numel() == 2 and res.neg_inds.numel() == 6  # repeated to capacity
+    assert torch.equal(torch.get_rng_state(), before)
+    restore_sampling_at_capacity(states)
+    assert [s.at_capacity for s in held] == [False, False, True]
+    res = head.bbox_sampler.sample(_assign(num_pos=1, num_neg=3), _boxes(7), GT, GT_LABELS)
+    assert res.pos_inds.numel() == 1 and res.neg_inds.numel() == 3  # mmdet's

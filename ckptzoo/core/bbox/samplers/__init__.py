@@ -1,5 +1,7 @@
+from .capacity import restore_sampling_at_capacity, samplers_of, set_sampling_at_capacity
 from .pseudo_sampler import PseudoSampler
-from .random_sampler import RandomSampler, sampling_at_capacity
+from .random_sampler import RandomSampler
 from .sampling_result import SamplingResult
 
-__all__ = ['PseudoSampler', 'RandomSampler', 'SamplingResult', 'sampling_at_capacity']
+__all__ = ['PseudoSampler', 'RandomSampler', 'SamplingResult', 'samplers_of',
+           'set_sampling_at_capacity', 'restore_sampling_at_capacity']

@@ -4,14 +4,14 @@ The draws are mmdet's: positives first, then negatives, each by
 ``torch.randperm(len(candidates))[:num]`` from torch's default generator, so a seeded run keeps
 the same RoIs as mmdet 2.x does.
 
-:func:`sampling_at_capacity` is for the memory planner: a RoI head's memory grows with the
+:attr:`RandomSampler.at_capacity` is for the memory planner: a RoI head's memory grows with the
 sampled RoIs (the mask head's with the positives), and an untrained RPN proposes few boxes that
 overlap the ground truths, so a probe step would see fewer positives than a trained model gets.
-Inside it every image yields the sampler's largest counts.
+While it is set every image yields the sampler's largest counts;
+:func:`~ckptzoo.core.bbox.samplers.set_sampling_at_capacity` sets it on the samplers a model
+holds.
 """
-import contextlib
 import numbers
-import threading
 
 import numpy as np
 import torch
@@ -19,23 +19,7 @@ import torch
 from ....registry import TASK_UTILS
 from .sampling_result import SamplingResult
 
-__all__ = ['RandomSampler', 'sampling_at_capacity']
-
-_capacity = threading.local()
-
-
-@contextlib.contextmanager
-def sampling_at_capacity():
-    """Within: every :class:`RandomSampler` returns ``int(num * pos_fraction)`` positives
-    (when an image has any) and negatives up to ``num`` (within ``neg_pos_ub``), repeating the
-    candidates it has, without drawing random numbers: the most RoIs training can see, for
-    measuring memory. Training never runs in it."""
-    before = getattr(_capacity, 'on', False)
-    _capacity.on = True
-    try:
-        yield
-    finally:
-        _capacity.on = before
+__all__ = ['RandomSampler']
 
 
 def _repeat_to(inds, count):
@@ -55,7 +39,16 @@ class RandomSampler:
         neg_pos_ub (float): at most ``neg_pos_ub * max(1, num_pos)`` negatives; < 0: no bound.
         add_gt_as_proposals (bool): put the ground truths in front of the candidates (as
             positives of themselves) before sampling.
+
+    ``at_capacity`` (False; the memory planner's probe sets it, see
+    :func:`~ckptzoo.core.bbox.samplers.set_sampling_at_capacity`): while it is True the sampler
+    returns ``int(num * pos_fraction)`` positives (when an image has any) and negatives up to
+    ``num`` (within ``neg_pos_ub``), repeating the candidates it has, without drawing random
+    numbers: the most RoIs training can see, for measuring memory. Training never runs with it.
     """
+
+    #: yield the largest counts (see the class docstring); set per sampler
+    at_capacity = False
 
     def __init__(self, num, pos_fraction, neg_pos_ub=-1, add_gt_as_proposals=True):
         if not (isinstance(num, numbers.Integral) and not isinstance(num, bool) and num >= 0):
@@ -118,7 +111,7 @@ class RandomSampler:
         num_expected_pos = int(self.num * self.pos_fraction)
         pos_inds = self._sample_pos(assign_result, num_expected_pos, bboxes=bboxes, **kwargs)
         pos_inds = pos_inds.unique()  # mmdet: randperm once returned duplicates
-        at_capacity = getattr(_capacity, 'on', False)
+        at_capacity = self.at_capacity
         if at_capacity:
             pos_inds = _repeat_to(pos_inds, num_expected_pos)
         num_sampled_pos = pos_inds.numel()

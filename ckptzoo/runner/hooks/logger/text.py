@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from ....registry import HOOKS
+from ...utils import cuda_device
 from ..checkpoint import check_local_file_client, out_dir_for
 from .base import LoggerHook
 
@@ -53,12 +54,6 @@ def _iters_left(runner):
             left = (max_epochs - runner.epoch - 1) * per_epoch + per_epoch - runner.inner_iter - 1
             return max(left, 0)
     return max(runner.max_iters - runner.iter - 1, 0)
-
-
-def _model_cuda_device(model):
-    for p in model.parameters():
-        return p.device if p.device.type == 'cuda' else None
-    return None
 
 
 @HOOKS.register_module()
@@ -210,7 +205,7 @@ class TextLoggerHook(LoggerHook):
         output = OrderedDict(runner.log_buffer.output)
         memory = output.pop('memory', None)  # a training line's head only, as mmcv
         if 'time' in output:
-            device = _model_cuda_device(runner.model)
+            device = cuda_device(runner.model)
             if memory is not None:
                 log_dict['memory'] = self._get_max_memory(runner, device, memory)
             elif device is not None:
