@@ -38,7 +38,8 @@ from ..memory.plan_file import (PLAN_FILE, PlanResult, plan_changes, read_plan_f
 from ..memory.plan_fit import fit_changes, made_for, window_probed
 from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
 from ..memory.report import plan_table
-from ..memory.step import measure_step, on_cuda, optimizer_hook, probe_batch
+from ..memory.step import on_cuda, optimizer_hook, probe_batch
+from ..memory.step_peak import measure_step
 from ..core.bbox import restore_sampling_at_capacity, set_sampling_at_capacity
 from ..runner.dist_utils import get_dist_info
 from ..runner.work_dir import unwritable

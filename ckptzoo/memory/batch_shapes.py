@@ -38,7 +38,7 @@ from PIL import Image
 from ..datasets.builder import GroupSampler, build_dataloader
 from ..datasets.pipelines.transforms import rescale_size
 from ..registry import build_transform
-from .step import train_pipeline
+from ..datasets.train_config import train_pipeline
 
 __all__ = ['GroupShapes', 'LoaderShapes', 'loader_shapes', 'pipeline_bound', 'SHAPE_KEEPING']
 

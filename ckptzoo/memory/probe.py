@@ -27,9 +27,10 @@ from .trackers import LiveTensorTracker
 from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
 from .cost_table import MODES, CostTable, UnitCost, model_chains
-from .step import (Run, make_optimizer_state, measure_step, on_cuda,  # noqa: F401
+from .step import (Run, make_optimizer_state, on_cuda,  # noqa: F401
                    optimizer_hook, optimizer_state_bytes, probe_batch, step_tensors, train_step,
                    worst_case_shape)
+from .step_peak import measure_step  # noqa: F401
 
 __all__ = ['probe', 'probe_modes', 'ddp_bucket_bytes', 'Run', 'worst_case_shape', 'probe_batch',
            'train_step', 'measure_step']

@@ -23,9 +23,9 @@ from ..utils.model_wrapper import unwrap_model
 from ..utils.nested import iter_tensors
 from .peak_meter import PeakMeter
 
-__all__ = ['Run', 'train_pipeline', 'worst_case_shape', 'probe_batch', 'optimizer_hook',
+__all__ = ['Run', 'worst_case_shape', 'probe_batch', 'optimizer_hook',
            'train_step', 'hold_window_gradients', 'make_optimizer_state', 'on_cuda',
-           'step_tensors', 'measure_step', 'optimizer_state_bytes']
+           'step_tensors', 'optimizer_state_bytes']
 
 
 class Run(Protocol):
@@ -39,27 +39,10 @@ class Run(Protocol):
 # ------------------------------------------------------------------------------------------
 # the input
 # ------------------------------------------------------------------------------------------
-def train_pipeline(cfg: Any) -> list[dict]:
-    """The transforms of the config's training set (``data.train``, or the dataset that a
-    ``RepeatDataset`` and friends wrap, the first of a list or a ``ConcatDataset``; else
-    ``train_pipeline``); ``[]`` when it has none."""
-    train = cfg.data.train
-    while True:
-        if isinstance(train, (list, tuple)):  # concatenated by build_dataset
-            train = train[0] if train else {}
-        elif 'pipeline' not in train and 'dataset' in train:  # RepeatDataset and friends
-            train = train['dataset']
-        elif 'pipeline' not in train and train.get('datasets'):  # ConcatDataset
-            train = train['datasets']
-        else:
-            break
-    return list(train.get('pipeline') or cfg.get('train_pipeline') or [])
-
-
 def worst_case_shape(cfg: Config) -> tuple[int, int] | None:
     """The largest padded ``(H, W)`` the training pipeline can give a batch, or None: the
     former name of :func:`ckptzoo.memory.batch_shapes.pipeline_bound`."""
-    from .batch_shapes import pipeline_bound  # batch_shapes reads train_pipeline from here
+    from .batch_shapes import pipeline_bound
     return pipeline_bound(cfg)
 
 
@@ -285,23 +268,3 @@ def make_optimizer_state(run: Run) -> int:
         for p, grad in zip(params, grads):
             p.grad = grad
     return optimizer_state_bytes(optimizer)
-
-
-def measure_step(run: Run, batch: dict[str, Any], timeline: Any = None) -> tuple[int, float]:
-    """``(peak bytes, seconds)`` of one step with the plan in force: the exact live-tensor
-    peak on CPU, ``max_memory_allocated`` on CUDA (:class:`~ckptzoo.memory.peak_meter.PeakMeter`).
-    ``timeline`` (a :class:`~ckptzoo.memory.timeline.Timeline`, or None for none) records the
-    step's memory over time, its maximum the peak returned."""
-    if timeline is not None:
-        from .timeline import measure_with_timeline
-        return measure_with_timeline(run, batch, timeline)
-    cuda = on_cuda(run)
-    if cuda:
-        torch.cuda.synchronize()
-    with PeakMeter(step_tensors(run, batch), cuda=cuda) as meter:
-        t0 = time.perf_counter()
-        train_step(run, batch)
-        if cuda:
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
-    return meter.peak_bytes, seconds

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from ..utils.model_wrapper import unwrap_model
-from .step import Run, measure_step, on_cuda, train_step
+from .step import Run, on_cuda, train_step
+from .step_peak import measure_step
 
 __all__ = ['interleaved_step_times', 'paired_step_times', 'measured_peaks', 'median_times',
            'median_ratio']

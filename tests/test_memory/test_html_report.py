@@ -22,7 +22,8 @@ from ckptzoo.memory.charts import (MAX_POINTS, fixed_bars, fixed_figure, sweep_f
                                    sweep_points, timeline_figure, timeline_series, unit_bars,
                                    units_figure)
 from ckptzoo.memory.html_report import memory_report_html, write_memory_report
-from ckptzoo.memory.step import measure_step, probe_batch, train_step, worst_case_shape
+from ckptzoo.memory.step import probe_batch, train_step, worst_case_shape
+from ckptzoo.memory.step_peak import measure_step
 from ckptzoo.memory.timeline import PHASES, Timeline, TimelineSet
 from tests.helpers.configs import TINY
 

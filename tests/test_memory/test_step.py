@@ -14,7 +14,8 @@ from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-from ckptzoo.memory.step import measure_step, probe_batch
+from ckptzoo.memory.step import probe_batch
+from ckptzoo.memory.step_peak import measure_step
 from ckptzoo.core.bbox import MaxIoUAssigner
 from tests.helpers.configs import tiny_voc_retinanet
 

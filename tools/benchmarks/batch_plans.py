@@ -51,7 +51,7 @@ class _Steps:
         self.model.replace_checkpoint_plan(modes, segments)
 
     def peak(self, batch, modes, segments=()):
-        from ckptzoo.memory.step import measure_step
+        from ckptzoo.memory.step_peak import measure_step
         self.set(modes, segments)
         return measure_step(self.run, batch)[0]
 

@@ -40,7 +40,7 @@ def voc_dataset(cfg, data_root, img_size):
     ``img_size`` (``[w, h]`` or ``[s]``)."""
     from ckptzoo.datasets import generate_voc
     from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-    from ckptzoo.memory.step import train_pipeline
+    from ckptzoo.datasets.train_config import train_pipeline
     devkit = generate_voc(data_root, num_trainval=64, num_test=0, img_size=256, seed=0)
     w, h = img_size if len(img_size) == 2 else img_size * 2
     pipeline = [dict(t) for t in train_pipeline(cfg)]
