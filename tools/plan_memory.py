@@ -127,7 +127,7 @@ def main(argv=None):
     run = build_training(cfg, datasets=datasets, logger=logger)
     try:
         with record_timelines() as timelines:
-            result = plan_memory(run, cfg, budget, logger=logger)
+            result, run = plan_memory(run, cfg, budget, logger=logger)  # the run planned on
     except InfeasibleBudget as exc:
         sys.exit(f'error: {exc}')
     result.made_for = plan_made_for(run, cfg, result.samples_per_gpu)  # a resume compares it
