@@ -127,7 +127,8 @@ def main(argv=None):
     run = build_training(cfg, datasets=datasets, logger=logger)
     try:
         timelines = TimelineSet()
-        result = plan_memory(run, cfg, budget, logger=logger, timelines=timelines)
+        result, run = plan_memory(run, cfg, budget, logger=logger,  # the run planned on
+                                  timelines=timelines)
     except InfeasibleBudget as exc:
         sys.exit(f'error: {exc}')
     result.made_for = plan_made_for(run, cfg, result.samples_per_gpu)  # a resume compares it

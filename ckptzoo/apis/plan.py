@@ -8,11 +8,15 @@ optimizer steps; :class:`ProbeSession` restores the weights, optimizer state, RN
 DDP every rank steps in the probe (each step all-reduces its log variables) and all follow rank
 0's measurements and plan.
 
-The route of a budget: :func:`resolve_auto_with_cp` (where the model is built) turns
-``with_cp='auto'`` into a request for a plan; :func:`plan_training` parses ``memory_budget``
-once, reuses ``work_dir/memory_plan.json`` on a resume or calls :func:`plan_memory`, sets the
-plan's options in the config and its modes on the model; :func:`run_for_plan` gives the run to
-train (assembled again when the options changed).
+The route of a budget is one way: :func:`~ckptzoo.apis.assemble.resolve_auto_with_cp` (where
+the model is built) turns ``with_cp='auto'`` into a request for a plan; :func:`plan_training`
+parses ``memory_budget`` once, reuses ``work_dir/memory_plan.json`` on a resume or calls
+:func:`plan_memory`, whose outer search hands back the run it planned on (:class:`PlannedRun`),
+and returns the plan with the run to train: that run, or, for a saved plan whose options differ
+from the configured run's, the run assembled once with them. There, and only there, the plan's
+options are set in the config and its modes on the model; nothing assembles a run twice for the
+same options, and the plan is data that nothing changes afterwards (the re-planner of
+:mod:`ckptzoo.apis.batch_plans` makes new ones).
 """
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ import logging
 import os.path as osp
 import random
 import warnings
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import replace
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -44,14 +49,12 @@ from ..core.bbox import restore_sampling_at_capacity, set_sampling_at_capacity
 from ..runner.dist_utils import get_dist_info
 from ..runner.work_dir import unwritable
 from ..utils.model_wrapper import unwrap_model
+from .assemble import TrainingRun, resolve_auto_with_cp
 from .options import TrainingOptions
 
-if TYPE_CHECKING:
-    from .train import TrainingRun
-
 __all__ = ['resolve_auto_with_cp', 'planning_requested', 'ProbeSession', 'from_rank0',
-           'outer_options', 'batch_shapes', 'plan_checkpoints', 'plan_memory', 'plan_training',
-           'run_for_plan', 'plan_made_for', 'check_plan_outputs']
+           'outer_options', 'batch_shapes', 'plan_checkpoints', 'PlannedRun', 'plan_memory',
+           'plan_training', 'plan_made_for', 'check_plan_outputs']
 
 _T = TypeVar('_T')
 #: at most this many batch-shape buckets (plans) per run
@@ -60,32 +63,10 @@ MAX_BUCKETS = 8
 REPORT_FILE = 'memory_report.html'
 
 
-def resolve_auto_with_cp(cfg: Config) -> list[str]:
-    """Replace every ``with_cp='auto'`` in ``cfg.model`` by False (the plan, not the flag, sets
-    the modes) and return where they were (``['model.backbone.with_cp', ...]``). An ``'auto'``
-    needs ``memory_budget``: without one it is an error, before anything is built."""
-    autos = []
-
-    def scan(node, path):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == 'with_cp' and value == 'auto':
-                    node[key] = False
-                    autos.append(f'{path}.with_cp')
-                else:
-                    scan(value, f'{path}.{key}')
-    scan(cfg.model, 'model')
-    if autos and cfg.get('memory_budget') is None:
-        raise ValueError(f"{autos[0]}='auto' needs a memory budget: set memory_budget = "
-                         "'6GB' (bytes, a size with B/KB/MB/GB/KiB/MiB/GiB, or a fraction "
-                         "of the GPU such as 0.9) at the top level of the config, or pass "
-                         "--cfg-options memory_budget=6GB")
-    return autos
-
-
 def planning_requested(cfg: Config) -> int | None:
     """The budget in bytes when the config asks for a plan (``memory_budget``, which
-    ``with_cp='auto'`` needs: see :func:`resolve_auto_with_cp`), else None."""
+    ``with_cp='auto'`` needs: see :func:`~ckptzoo.apis.assemble.resolve_auto_with_cp`), else
+    None."""
     resolve_auto_with_cp(cfg)
     budget = cfg.get('memory_budget')
     return None if budget is None else parse_budget(budget)
@@ -318,14 +299,24 @@ def _batch_too_small(exc):
                                 'Expected more than 1 spatial element when training'))
 
 
+class PlannedRun(NamedTuple):
+    """A plan and the run it is for: ``result`` (None when the config asks for no plan) and
+    ``run``, assembled with the plan's options; ``result, run = plan_training(...)``."""
+
+    result: PlanResult | None
+    run: TrainingRun
+
+
 def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2,
                 logger: logging.Logger | None = None, segments: bool = True,
-                timelines: TimelineSet | None = None) -> PlanResult:
-    """The fastest plan for ``budget`` bytes (:func:`plan_checkpoints`). When no checkpoint
-    plan fits, the outer search (:func:`outer_options`) re-probes the run assembled again with
-    fp16 (CUDA) and with ``samples_per_gpu`` divided under gradient accumulation, and takes the
-    first that fits. The plan is left on the model; the result's options are those to train
-    with (``configured``: those of ``cfg``). Raises
+                timelines: TimelineSet | None = None) -> PlannedRun:
+    """The fastest plan for ``budget`` bytes (:func:`plan_checkpoints`) and the run it was
+    planned on. When no checkpoint plan fits, the outer search (:func:`outer_options`)
+    re-probes the run assembled again (:meth:`~ckptzoo.apis.assemble.TrainingRun.with_options`)
+    with fp16 (CUDA) and with ``samples_per_gpu`` divided under gradient accumulation, and
+    takes the first that fits: that trial run is returned, to train as it is (``run`` itself
+    when the configured options fit). The plan is left on the model; the result's options are
+    those to train with (``configured``: those of ``cfg``, which is not changed). Raises
     :class:`~ckptzoo.memory.InfeasibleBudget` with the smallest budget that fits and what
     reaches it when nothing does.
 
@@ -370,7 +361,7 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
                            f'configured; training with {options} (the lr as configured; '
                            'max_iters of an IterBasedRunner counts iterations of the smaller '
                            'batch)')
-        return result
+        return PlannedRun(result, trial)
     _, _, minimum, options, shape = min(tried, key=lambda t: t[:2])
     raise InfeasibleBudget(budget, minimum, options=options if len(tried) > 1 else None,
                            shape=shape,
@@ -432,20 +423,26 @@ def _saved_plan(path, budget, configured, logger, run=None, cfg=None):
 
 
 def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None = None,
-                  resume: bool = False) -> PlanResult | None:
+                  resume: bool = False) -> PlannedRun:
     """Plan a training run before it starts, when the config asks for it (see
-    :func:`planning_requested`; None when it does not). The plan is saved to
+    :func:`planning_requested`); returns :class:`PlannedRun`: the plan (None when the config
+    asks for none) and the run to train (``run`` itself without a plan). The plan is saved to
     ``work_dir/memory_plan.json`` and a resume reuses it, unless the budget or the options as
     configured (``samples_per_gpu``, ``cumulative_iters``, ``fp16``), the model or the data's
     batch shapes and box counts changed (:mod:`ckptzoo.memory.plan_fit`): then it says so
     and plans again; a file that is no plan is refused (:mod:`ckptzoo.memory.plan_file`), and
     a work dir where the plan or the report cannot be written before any probe step.
-    Under DDP rank 0's plan is every rank's. The plan's options (fp16, gradient accumulation, a
-    smaller ``samples_per_gpu``) are set in ``cfg`` and its modes and segments on the model;
-    the run to train is :func:`run_for_plan`'s."""
+    Under DDP rank 0's plan is every rank's.
+
+    The run to train is the one :func:`plan_memory` planned on, or, for a reused plan whose
+    options (fp16, gradient accumulation, a smaller ``samples_per_gpu``) differ from ``run``'s,
+    ``run``'s model and datasets assembled once with them (the lr as it is). Here, once, the
+    plan's options are set in ``cfg`` and its modes and segments put on that run's model
+    (``replace_checkpoint_plan``: exactly the plan, after the assembly applied the config's
+    own ``checkpoint_plan``)."""
     budget = planning_requested(cfg)
     if budget is None:
-        return None
+        return PlannedRun(None, run)
     rank, world = get_dist_info()
     check_plan_outputs(cfg.work_dir)  # before any probe step
     path = osp.join(cfg.work_dir, PLAN_FILE)
@@ -455,14 +452,16 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
                              run, cfg)
     if result is None:  # every rank steps in the probe; all solve rank 0's table
         timelines = TimelineSet()  # the report's curves, from steps made anyway
-        result = plan_memory(run, cfg, budget, logger=logger, timelines=timelines)
-        result.made_for = plan_made_for(run, cfg, result.samples_per_gpu)
+        result, run = plan_memory(run, cfg, budget, logger=logger, timelines=timelines)
+        result = replace(result, made_for=plan_made_for(run, cfg, result.samples_per_gpu))
     if world > 1:
         shared = PlanResult.from_json(from_rank0(result.to_json()))
         if rank != 0:  # rank 0's keeps its cost table
             result = shared
-    TrainingOptions.from_dict(result.options).apply_to(cfg)
-    _set_plan(run, result)
+    options = TrainingOptions.from_dict(result.options)
+    run = run.with_options(cfg, options)  # the planned run itself; a reused plan's, assembled
+    options.apply_to(cfg)
+    unwrap_model(run.runner.model).replace_checkpoint_plan(result.plan, result.segments or [])
     if rank == 0:
         write_plan_file(path, result)
         if logger is not None:
@@ -474,25 +473,4 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
                                              cfg.get('filename') or 'config'))
             if logger is not None:
                 logger.info(f'memory report: {report} (open it in a browser)')
-    return result
-
-
-def _set_plan(run, result):
-    module = unwrap_model(run.runner.model)
-    module.set_checkpoint_plan(result.plan)
-    module.set_checkpoint_segments(result.segments or [])
-
-
-def run_for_plan(run: TrainingRun, cfg: Config, result: PlanResult | None) -> TrainingRun:
-    """The run that trains ``result`` (of :func:`plan_training` on ``run`` and ``cfg``):
-    ``run`` itself, or, when the plan needs other options than ``run`` was assembled with,
-    ``run``'s model and datasets assembled again with them (the lr as it is), the plan set on
-    the model after the assembly (which applies the config's own ``checkpoint_plan``)."""
-    if result is None:
-        return run
-    options = TrainingOptions.from_dict(result.options)
-    if options == run.options:
-        return run
-    run = run.with_options(cfg, options)
-    _set_plan(run, result)
-    return run
+    return PlannedRun(result, run)

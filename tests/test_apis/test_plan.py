@@ -27,7 +27,7 @@ def test_plan_memory_fits_validates_and_restores_the_weights(probed):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     opt_before = {p: {k: v.clone() for k, v in s.items()}
                   for p, s in run.runner.optimizer.state.items()}
-    result = plan_memory(run, cfg, (low + high) // 2)
+    result, _ = plan_memory(run, cfg, (low + high) // 2)
     assert result.measured_peak_bytes <= result.budget_bytes
     assert result.predicted_peak_bytes <= result.budget_bytes
     assert set(result.plan.values()) - {None} and None in result.plan.values()
@@ -63,8 +63,8 @@ def test_a_segment_plan_round_trips_through_json_and_resume(probed, tmp_path):
     assert measure_step(run, batch)[0] == peak
     model.set_checkpoint_segments([])
     (tmp_path / 'memory_plan.json').write_text(json.dumps(saved))
-    resumed = plan_training(run, Config(dict(cfg.to_dict(), work_dir=str(tmp_path),
-                                             memory_budget=peak)), resume=True)
+    resumed, _ = plan_training(run, Config(dict(cfg.to_dict(), work_dir=str(tmp_path),
+                                                memory_budget=peak)), resume=True)
     assert resumed.to_json() == result.to_json()
     assert model.checkpoint_segments() == saved['segments']
     assert dict(model.checkpoint_plan()) == saved['plan']
@@ -163,7 +163,6 @@ def test_the_run_for_a_plan_with_other_options_is_assembled_again(tmp_path):
     """A plan is data (it carries no run); the run that trains a plan needing accumulation and
     a smaller batch is the same model and dataset assembled again with them, the plan on the
     model; a plan with the run's own options trains that run."""
-    from ckptzoo.apis import run_for_plan
     from ckptzoo.memory.step import optimizer_hook
     from ckptzoo.utils.model_wrapper import unwrap_model
     from tests.helpers.plans import SAVED
@@ -171,10 +170,10 @@ def test_the_run_for_a_plan_with_other_options_is_assembled_again(tmp_path):
     cfg = Config(dict(TINY, work_dir=str(tmp_path), memory_budget=SAVED['budget_bytes']))
     run = build_training(cfg, logger=logging.getLogger('test_plan'))
     (tmp_path / 'memory_plan.json').write_text(json.dumps(SAVED))
-    result = plan_training(run, cfg, resume=True)  # reused: 2 x 2 where 4 x 1 is configured
+    # reused: 2 x 2 where 4 x 1 is configured
+    result, trained = plan_training(run, cfg, resume=True)
     assert not hasattr(result, 'run')
     assert run.options == TrainingOptions(fp16=False, cumulative_iters=1, samples_per_gpu=4)
-    trained = run_for_plan(run, cfg, result)
     assert trained is not run
     assert trained.options == TrainingOptions(fp16=False, cumulative_iters=2, samples_per_gpu=2)
     assert trained.data_loaders[0].batch_size == 2
@@ -185,8 +184,8 @@ def test_the_run_for_a_plan_with_other_options_is_assembled_again(tmp_path):
     assert model is unwrap_model(run.model)
     assert dict(model.checkpoint_plan())['backbone.layer1.0'] == 'full'
     assert trained.optimizer.param_groups[0]['lr'] == TINY['optimizer']['lr']
-    assert run_for_plan(trained, cfg, result) is trained
-    assert run_for_plan(run, cfg, None) is run
+    assert trained.with_options(cfg, TrainingOptions.from_dict(result.options)) is trained
+    assert plan_training(run, Config(dict(TINY, work_dir=str(tmp_path)))) == (None, run)
 
 
 @pytest.mark.cuda

@@ -79,7 +79,7 @@ def test_the_outer_search_probes_each_option_at_its_own_window(tmp_path):
     set_random_seed(0)
     cfg = _config(tmp_path / 'plan')
     run = build_training(cfg, logger=logging.getLogger('test_plan_window'))
-    result = plan_memory(run, cfg, budget)
+    result, _ = plan_memory(run, cfg, budget)
     assert (result.cumulative_iters, result.samples_per_gpu) == (2, 2)
     assert result.table.window == 2
     assert 'iteration 2 of each accumulation window of 2' in plan_table(result)

@@ -39,7 +39,7 @@ def planned(tmp_path_factory):
     cfg = Config(dict(TINY, data=data, work_dir=str(tmp_path_factory.mktemp('report'))))
     run = build_training(cfg, logger=logging.getLogger('test_html_report'))
     timelines = TimelineSet()
-    result = plan_memory(run, cfg, 2_950_000, timelines=timelines)
+    result, _ = plan_memory(run, cfg, 2_950_000, timelines=timelines)
     return cfg, run, result, timelines
 
 

@@ -33,8 +33,9 @@ def replans(monkeypatch):
 
     def fake(run, cfg, budget, logger=None, **kwargs):
         calls.append(budget)
-        return PlanResult(**dict(SAVED, budget_bytes=budget, cumulative_iters=1,
-                                 samples_per_gpu=4))
+        return planner.PlannedRun(PlanResult(**dict(SAVED, budget_bytes=budget,
+                                                    cumulative_iters=1, samples_per_gpu=4)),
+                                  run)
     monkeypatch.setattr(planner, 'plan_memory', fake)
     return calls
 
@@ -76,8 +77,8 @@ def test_a_plan_for_another_budget_or_batch_is_said_and_made_again(run, replans,
         json.dump(SAVED, f)
     cfg.merge_from_dict(change)
     with caplog.at_level(logging.WARNING, logger='test_plan_file'):
-        result = plan_training(run, cfg, logger=logging.getLogger('test_plan_file'),
-                               resume=True)
+        result, _ = plan_training(run, cfg, logger=logging.getLogger('test_plan_file'),
+                                  resume=True)
     assert said in caplog.text and len(replans) == 1
     assert result.samples_per_gpu == 4 and cfg.data.samples_per_gpu == 4  # the new plan's
     saved = read_plan_file(f'{cfg.work_dir}/memory_plan.json')
@@ -89,8 +90,8 @@ def test_an_unchanged_config_reuses_the_plan(run, replans, caplog):
     with open(f'{cfg.work_dir}/memory_plan.json', 'w') as f:
         json.dump(SAVED, f)
     with caplog.at_level(logging.INFO, logger='test_plan_file'):
-        result = plan_training(run, cfg, logger=logging.getLogger('test_plan_file'),
-                               resume=True)
+        result, _ = plan_training(run, cfg, logger=logging.getLogger('test_plan_file'),
+                                  resume=True)
     assert 'memory plan: reusing' in caplog.text and not replans
     assert (result.samples_per_gpu, result.cumulative_iters) == (2, 2)  # the saved plan's
 
@@ -246,8 +247,8 @@ def test_a_plan_of_this_model_and_data_is_reused(tmp_path, replans, caplog):
     path = f'{tmp_path}/memory_plan.json'
     written = _plan_file_for(cfg, run, path)
     with caplog.at_level(logging.INFO, logger='test_plan_file'):
-        result = plan_training(run, cfg, logger=logging.getLogger('test_plan_file'),
-                               resume=True)
+        result, _ = plan_training(run, cfg, logger=logging.getLogger('test_plan_file'),
+                                  resume=True)
     assert 'memory plan: reusing' in caplog.text and not replans
     assert result.plan == written['plan'] and result.made_for == written['made_for']
     assert read_plan_file(path)['made_for'] == written['made_for']  # kept on rewriting

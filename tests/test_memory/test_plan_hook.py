@@ -12,7 +12,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from ckptzoo.apis import build_training, set_random_seed
+from ckptzoo.apis import attach_memory_hook, build_training, set_random_seed
 from ckptzoo.apis.config import ConfigError, check_config
 from ckptzoo.apis.train import build_train_model
 from ckptzoo.memory.budget import format_bytes
@@ -82,6 +82,8 @@ def _train(setup, hook=None, plan=None, log_interval=None, steps=None, name='pla
                          logger=logging.getLogger(f'ckptzoo.test.{name}'))
     if hook is not None:
         run.runner.register_hook(hook, PRIORITY)
+    else:  # the measuring hook of memory_check_interval, as train_model attaches it
+        attach_memory_hook(run, cfg)
     forwards = []
     model.register_forward_pre_hook(
         lambda m, args, kwargs: forwards.append((tuple(kwargs['img'].shape[-2:]),
@@ -205,13 +207,17 @@ def test_hook_order_after_the_optimizer_hook(setup):
     cfg = copy.deepcopy(setup[0])
     cfg.memory_check_interval = 3
     cfg.checkpoint_config = dict(interval=1)
-    runner = build_training(cfg, model=build_train_model(cfg), datasets=[setup[2]]).runner
+    run = build_training(cfg, model=build_train_model(cfg), datasets=[setup[2]])
+    attach_memory_hook(run, cfg)
+    runner = run.runner
     kinds = [type(h) for h in runner.hooks]
     hook = runner.hooks[kinds.index(MemoryPlanHook)]
     assert hook.interval == 3 and hook.priority == PRIORITY
     assert kinds.index(OptimizerHook) < kinds.index(MemoryPlanHook) < kinds.index(CheckpointHook)
     cfg.memory_check_interval = 0
-    runner = build_training(cfg, model=build_train_model(cfg), datasets=[setup[2]]).runner
+    run = build_training(cfg, model=build_train_model(cfg), datasets=[setup[2]])
+    attach_memory_hook(run, cfg)
+    runner = run.runner
     assert MemoryPlanHook not in [type(h) for h in runner.hooks]
 
 
