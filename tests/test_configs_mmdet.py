@@ -18,6 +18,8 @@ from ckptzoo.datasets import build_dataloader, build_dataset, generate_coco, gen
 from ckptzoo.registry import build_model, build_optimizer, build_runner
 from ckptzoo.runner.hooks import EvalHook
 
+from tests.helpers.mmdet_config_count import model_configs, try_build
+
 
 def _mmdet_configs():
     spec = importlib.util.find_spec('mmdet')  # finds the package folder, imports nothing
@@ -36,7 +38,13 @@ RETINANET = sorted(
 # the two-stage detectors' configs the zoo carries (configs/coco/ has them anew)
 TWO_STAGE = ['faster_rcnn/faster_rcnn_r50_fpn_1x_coco.py', 'mask_rcnn/mask_rcnn_r50_fpn_1x_coco.py',
              'swin/mask_rcnn_swin-t-p4-w7_fpn_1x_coco.py',
-             'faster_rcnn/faster_rcnn_r50_fpn_mstrain_3x_coco.py']
+             'faster_rcnn/faster_rcnn_r50_fpn_mstrain_3x_coco.py',
+             'cascade_rcnn/cascade_rcnn_r50_fpn_1x_coco.py',
+             'cascade_rcnn/cascade_mask_rcnn_r50_fpn_1x_coco.py']
+# every config of the folders whose model families the zoo has, built on the meta device (no
+# weights allocated); the ones above also build their datasets, runner and hooks
+FAMILY_FOLDERS = ('cascade_rcnn', )
+FAMILY_CONFIGS = model_configs(MMDET_CONFIGS, FAMILY_FOLDERS) if MMDET_CONFIGS else []
 COCO_NAMES = ('person', 'bicycle', 'car')
 VOC_NAMES = ('aeroplane', 'bicycle', 'bird')
 
@@ -73,7 +81,11 @@ def test_mmdet_config_builds(name, data_tree, tmp_path, monkeypatch):
     for fn in ('kaiming_uniform_', 'uniform_'):
         monkeypatch.setattr(torch.nn.init, fn, lambda tensor, *args, **kwargs: tensor)
     model = build_model(cfg.model)
-    if 'roi_head' in cfg.model:
+    if cfg.model.type == 'CascadeRCNN':
+        assert [h.num_classes for h in model.roi_head.bbox_head] == \
+            [h.num_classes for h in cfg.model.roi_head.bbox_head]
+        assert model.with_mask == ('mask_head' in cfg.model.roi_head)
+    elif 'roi_head' in cfg.model:
         assert model.roi_head.bbox_head.num_classes == cfg.model.roi_head.bbox_head.num_classes
         assert model.with_mask == ('mask_head' in cfg.model.roi_head)
     else:
@@ -108,6 +120,17 @@ def test_mmdet_config_builds(name, data_tree, tmp_path, monkeypatch):
         assert any(n.endswith('MomentumUpdaterHook') for n in names), names
 
 
+def test_the_27_cascade_rcnn_configs_are_found():
+    assert len(FAMILY_CONFIGS) == 27 and set(TWO_STAGE[-2:]) <= set(FAMILY_CONFIGS)
+
+
+@pytest.mark.parametrize('name', FAMILY_CONFIGS)
+def test_mmdet_family_config_builds_on_meta(name):
+    """Every config of the folder (ResNet / ResNeXt, caffe style, 1x / 20e / mstrain 3x)
+    builds its model unchanged."""
+    assert try_build(osp.join(MMDET_CONFIGS, name)) is None
+
+
 @pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT] + TWO_STAGE)
 def test_mmdet_config_passes_the_config_check(name):
     """Every key of mmdet's own configs is one ckptzoo reads: the check refuses none."""
@@ -122,7 +145,7 @@ def _plain(value):
 
 @pytest.mark.parametrize('name', ['retinanet/retinanet_r50_fpn_1x_coco.py',
                                   'retinanet/retinanet_r50_fpn_mstrain_640-800_3x_coco.py'] +
-                         TWO_STAGE[:3])
+                         TWO_STAGE[:3] + TWO_STAGE[-2:])
 def test_project_coco_configs_mean_what_mmdets_do(name):
     """configs/coco/ is written anew in the same schema; the effective settings agree."""
     ours = Config.fromfile(osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),
@@ -200,8 +223,12 @@ def test_mmdet_two_stage_config_trains_with_the_savers(name, data_tree, tmp_path
     train = (['data.train.dataset.pipeline.2.img_scale=[(96,48),(96,64)]', 'data.train.times=1']
              if 'mstrain' in name else ['data.train.pipeline.2.img_scale=(96,64)'])
     work_dir = tmp_path / 'work'
+    shrink = TWO_STAGE_SHRINK
+    if 'cascade' in name:  # train_cfg.rcnn is a list: one sampler per stage
+        shrink = [o for o in shrink if not o.startswith('model.train_cfg.rcnn.')] + [
+            f'model.train_cfg.rcnn.{i}.sampler.num=16' for i in range(3)]
     argv = [osp.join(MMDET_CONFIGS, name), '--work-dir', str(work_dir), '--cfg-options', *train,
-            *TWO_STAGE_SHRINK]
+            *shrink]
     assert load_tool('train.py').main(argv) in (None, 0)
     log = open(next(str(p) for p in work_dir.glob('*.log'))).read()
     assert 'GradientCumulativeFp16OptimizerHook' in log and 'loss_scale: 512' in log
@@ -211,4 +238,6 @@ def test_mmdet_two_stage_config_trains_with_the_savers(name, data_tree, tmp_path
     val_line = next(line for line in log.splitlines() if 'Epoch(val) [1]' in line)
     assert 'bbox_mAP:' in val_line
     masks = 'mask_rcnn' in name
+    if 'cascade' in name:
+        assert all(f's{i}.loss_bbox' in train_lines[-1] for i in range(3)), train_lines[-1]
     assert ('loss_mask' in train_lines[-1]) == masks and ('segm_mAP:' in val_line) == masks

@@ -136,3 +136,66 @@ def det_batch():
     batch = rpn_batch()
     batch['gt_labels'] = [torch.tensor([0, 2]), torch.zeros(0, dtype=torch.long)]
     return batch
+
+
+def _assigner(thr):
+    return dict(type='MaxIoUAssigner', pos_iou_thr=thr, neg_iou_thr=thr, min_pos_iou=thr,
+                match_low_quality=False, ignore_iof_thr=-1)
+
+
+CASCADE_STDS = ([0.1, 0.1, 0.2, 0.2], [0.05, 0.05, 0.1, 0.1], [0.033, 0.033, 0.067, 0.067])
+
+
+def cascade_cfg(num_classes=3, feat=16, fc=32, with_mask=True, num_stages=3,
+                class_agnostic=True, rcnn_num=32, thrs=(0.5, 0.6, 0.7), share_extractor=False,
+                score_thr=0.05, max_per_img=100, depth=18, base_channels=8, mask_convs=2):
+    """mmdet's cascade_(mask_)rcnn_r50_fpn.py, its sizes as arguments (residual branches not
+    zero-initialised, so that every tiny-model parameter gets a gradient)."""
+    in_channels = [base_channels * 2**i * (4 if depth >= 50 else 1) for i in range(4)]
+
+    def extractor(size):
+        return dict(type='SingleRoIExtractor',
+                    roi_layer=dict(type='RoIAlign', output_size=size, sampling_ratio=0),
+                    out_channels=feat, featmap_strides=[4, 8, 16, 32])
+
+    def bbox_head(stds):
+        return dict(type='Shared2FCBBoxHead', in_channels=feat, fc_out_channels=fc,
+                    roi_feat_size=7, num_classes=num_classes,
+                    bbox_coder=dict(type='DeltaXYWHBBoxCoder', target_means=[0., 0., 0., 0.],
+                                    target_stds=stds),
+                    reg_class_agnostic=class_agnostic,
+                    loss_cls=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0),
+                    loss_bbox=dict(type='SmoothL1Loss', beta=1.0, loss_weight=1.0))
+    roi_head = dict(type='CascadeRoIHead', num_stages=num_stages,
+                    stage_loss_weights=[1, 0.5, 0.25][:num_stages],
+                    bbox_roi_extractor=extractor(7),
+                    bbox_head=[bbox_head(s) for s in CASCADE_STDS[:num_stages]])
+    rcnn = [dict(assigner=_assigner(t),
+                 sampler=dict(type='RandomSampler', num=rcnn_num, pos_fraction=0.25,
+                              neg_pos_ub=-1, add_gt_as_proposals=True),
+                 mask_size=28, pos_weight=-1, debug=False) for t in thrs[:num_stages]]
+    if with_mask:
+        roi_head.update(mask_head=dict(type='FCNMaskHead', num_convs=mask_convs,
+                                       in_channels=feat, conv_out_channels=feat,
+                                       num_classes=num_classes,
+                                       loss_mask=dict(type='CrossEntropyLoss', use_mask=True,
+                                                      loss_weight=1.0)))
+        if not share_extractor:
+            roi_head.update(mask_roi_extractor=extractor(14))
+    return dict(
+        type='CascadeRCNN',
+        backbone=dict(type='ResNet', depth=depth, base_channels=base_channels, num_stages=4,
+                      out_indices=(0, 1, 2, 3), norm_cfg=dict(type='BN', requires_grad=True),
+                      norm_eval=False, style='pytorch', zero_init_residual=depth >= 50),
+        neck=dict(type='FPN', in_channels=in_channels, out_channels=feat, num_outs=5),
+        rpn_head=dict(rpn_head_cfg(feat), loss_bbox=dict(type='SmoothL1Loss', beta=1.0 / 9.0,
+                                                          loss_weight=1.0)),
+        roi_head=roi_head,
+        train_cfg=dict(rpn=dict(RPN_TRAIN_CFG, sampler=dict(RPN_TRAIN_CFG['sampler'], num=64)),
+                       rpn_proposal=dict(nms_pre=200, max_per_img=100,
+                                         nms=dict(type='nms', iou_threshold=0.7),
+                                         min_bbox_size=0),
+                       rcnn=rcnn),
+        test_cfg=dict(rpn=RPN_TEST_CFG,
+                      rcnn=dict(score_thr=score_thr, nms=dict(type='nms', iou_threshold=0.5),
+                                max_per_img=max_per_img, mask_thr_binary=0.5)))

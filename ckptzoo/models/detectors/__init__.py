@@ -1,4 +1,5 @@
 from .base import BaseDetector
+from .cascade_rcnn import CascadeRCNN
 from .faster_rcnn import FasterRCNN
 from .mask_rcnn import MaskRCNN
 from .retinanet import RetinaNet
@@ -6,5 +7,5 @@ from .rpn import RPN
 from .single_stage import SingleStageDetector, bbox2result
 from .two_stage import TwoStageDetector
 
-__all__ = ['BaseDetector', 'FasterRCNN', 'MaskRCNN', 'RetinaNet', 'RPN', 'SingleStageDetector',
-           'TwoStageDetector', 'bbox2result']
+__all__ = ['BaseDetector', 'CascadeRCNN', 'FasterRCNN', 'MaskRCNN', 'RetinaNet', 'RPN',
+           'SingleStageDetector', 'TwoStageDetector', 'bbox2result']

@@ -186,3 +186,35 @@ def test_bad_arguments():
     with pytest.raises(NotImplementedError, match='Linear'):
         _head(cls_predictor_cfg=dict(type='NormedLinear'))
     assert issubclass(type(_head()), ConvFCBBoxHead) and issubclass(ConvFCBBoxHead, BBoxHead)
+
+
+@pytest.mark.parametrize('agnostic', [True, False])
+def test_regress_by_class_decodes_the_labels_deltas_and_keeps_the_batch_index(agnostic):
+    head = _head(reg_class_agnostic=agnostic)
+    rois = torch.tensor([[1., 4., 4., 20., 30.], [1., 10., 12., 40., 36.]])
+    g = torch.Generator().manual_seed(0)
+    pred = torch.randn(2, 4 if agnostic else 8, generator=g)
+    label = torch.tensor([1, 0])
+    meta = dict(img_shape=(32, 48, 3))
+    out = head.regress_by_class(rois, label, pred, meta)
+    deltas = pred if agnostic else torch.stack([pred[0, 4:], pred[1, :4]])
+    expected = head.bbox_coder.decode(rois[:, 1:], deltas, max_shape=(32, 48, 3))
+    torch.testing.assert_close(out, torch.cat([rois[:, :1], expected], 1))
+    torch.testing.assert_close(head.regress_by_class(rois[:, 1:], label, pred, meta), expected)
+    assert out[:, 3].max() <= 48 and out[:, 4].max() <= 32
+    with pytest.raises(ValueError, match=r'rois of \[n, 4\] or \[n, 5\]'):
+        head.regress_by_class(rois[:, :3], label, pred, meta)
+
+
+def test_refine_bboxes_drops_the_ground_truths_per_image():
+    head = _head(reg_class_agnostic=True)
+    rois = torch.tensor([[0., 1., 1., 9., 9.], [0., 2., 2., 8., 8.], [0., 3., 3., 7., 7.],
+                         [1., 1., 1., 5., 5.], [1., 2., 2., 6., 6.]])
+    pred = torch.zeros(5, 4)
+    pos_is_gts = [torch.tensor([1, 0], dtype=torch.uint8), torch.tensor([0], dtype=torch.uint8)]
+    metas = [dict(img_shape=(16, 16, 3))] * 2
+    out = head.refine_bboxes(rois, torch.zeros(5, dtype=torch.long), pred, pos_is_gts, metas)
+    torch.testing.assert_close(out[0], rois[1:3, 1:])  # zero deltas: the boxes, less the gt
+    torch.testing.assert_close(out[1], rois[3:, 1:])
+    with pytest.raises(ValueError, match='one entry per image'):
+        head.refine_bboxes(rois, torch.zeros(5, dtype=torch.long), pred, pos_is_gts[:1], metas)

@@ -97,6 +97,12 @@ class BBoxHead(nn.Module):
             ([dict(type='Normal', std=0.001, override=dict(name='fc_reg'))]
              if self.with_reg else [])
 
+    @property
+    def custom_activation(self):
+        """Whether ``loss_cls`` turns the raw scores into probabilities itself (mmdet's
+        Seesaw loss); the cascade then takes its labels from ``get_activation``."""
+        return getattr(self.loss_cls, 'custom_activation', False)
+
     def init_weights(self):
         """Load a ``Pretrained`` init_cfg; the other kinds were applied at construction."""
         if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
@@ -208,3 +214,56 @@ class BBoxHead(nn.Module):
             return bboxes, scores
         return multiclass_nms(bboxes, scores, cfg_get(cfg, 'score_thr'), cfg_get(cfg, 'nms'),
                               cfg_get(cfg, 'max_per_img', -1))
+
+    # ------------------------------------------------------------------------------ cascade
+    def refine_bboxes(self, rois, labels, bbox_preds, pos_is_gts, img_metas):
+        """The next cascade stage's proposals, per image (mmdet 2.x's): each sampled RoI
+        regressed by its label's deltas (:meth:`regress_by_class`), less the ground truths
+        the sampler added as positives (``pos_is_gts``, positives coming first per image).
+
+        Args:
+            rois (Tensor): ``[n, 5]`` sampled RoIs of the batch (image index first).
+            labels (Tensor): ``[n]`` the class whose deltas apply to each RoI.
+            bbox_preds (Tensor): ``[n, 4]`` or ``[n, 4 * num_classes]``.
+            pos_is_gts (list[Tensor]): per image, a flag per positive RoI.
+            img_metas (list[dict]): per image (``img_shape`` clips the boxes).
+
+        Returns:
+            list[Tensor]: per image, ``[k, 4]`` boxes.
+        """
+        if rois.shape[0] and int(rois[:, 0].max()) >= len(img_metas):
+            raise ValueError(f'rois name image {int(rois[:, 0].max())} of a batch of '
+                             f'{len(img_metas)} img_metas')
+        if len(pos_is_gts) != len(img_metas):
+            raise ValueError(f'pos_is_gts needs one entry per image ({len(img_metas)}), got '
+                             f'{len(pos_is_gts)}')
+        bboxes_list = []
+        for i, img_meta in enumerate(img_metas):
+            inds = torch.nonzero(rois[:, 0] == i, as_tuple=False).squeeze(1)
+            bboxes = self.regress_by_class(rois[inds, 1:], labels[inds], bbox_preds[inds],
+                                           img_meta)
+            keep = pos_is_gts[i].new_ones(inds.numel())
+            keep[:len(pos_is_gts[i])] = 1 - pos_is_gts[i]
+            bboxes_list.append(bboxes[keep.bool()])
+        return bboxes_list
+
+    @force_fp32(apply_to=('bbox_pred', ))
+    def regress_by_class(self, rois, label, bbox_pred, img_meta):
+        """``rois`` (``[n, 4]``, or ``[n, 5]`` whose image index is kept) moved by the deltas
+        of class ``label`` (all of ``bbox_pred`` when class-agnostic), decoded with this
+        head's coder and clipped to ``img_meta['img_shape']``."""
+        if rois.dim() != 2 or rois.size(1) not in (4, 5):
+            raise ValueError(f'regress_by_class takes rois of [n, 4] or [n, 5], got '
+                             f'{tuple(rois.shape)}')
+        if not self.reg_class_agnostic:
+            label = label * 4
+            inds = torch.stack((label, label + 1, label + 2, label + 3), 1)
+            bbox_pred = torch.gather(bbox_pred, 1, inds)
+        if bbox_pred.size(1) != 4:
+            raise ValueError(f'regress_by_class needs 4 deltas per RoI, got '
+                             f'{tuple(bbox_pred.shape)}')
+        max_shape = img_meta['img_shape']
+        if rois.size(1) == 4:
+            return self.bbox_coder.decode(rois, bbox_pred, max_shape=max_shape)
+        bboxes = self.bbox_coder.decode(rois[:, 1:], bbox_pred, max_shape=max_shape)
+        return torch.cat((rois[:, [0]], bboxes), dim=1)
