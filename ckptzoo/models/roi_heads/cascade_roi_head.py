@@ -144,8 +144,8 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
             self.mask_roi_extractor = self.bbox_roi_extractor
 
     def init_assigner_sampler(self):
-        """An assigner and a sampler per stage (each sampler honours
-        :func:`~ckptzoo.core.bbox.sampling_at_capacity`)."""
+        """An assigner and a sampler per stage (the planner sets each at capacity:
+        :func:`~ckptzoo.core.bbox.set_sampling_at_capacity` finds them in the list)."""
         self.bbox_assigner, self.bbox_sampler = [], []
         for i, cfg in enumerate(self.train_cfg or []):
             for key in ('assigner', 'sampler'):

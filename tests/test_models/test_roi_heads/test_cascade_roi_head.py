@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from ckptzoo.core.bbox import sampling_at_capacity
+from ckptzoo.core.bbox import restore_sampling_at_capacity, set_sampling_at_capacity
 from ckptzoo.core.mask import PolygonMasks
 from ckptzoo.registry import MODELS
 
@@ -159,15 +159,20 @@ def test_each_stage_samples_the_previous_stages_refined_boxes(monkeypatch):
 
 
 def test_samplers_of_every_stage_sample_at_capacity():
-    """Within ``sampling_at_capacity`` every stage samples its largest counts (the planner's
-    probe step), not only the first."""
+    """Set at capacity on the head (as the planner's probe session does), every stage samples
+    its largest counts, not only the first."""
     head = _head(rcnn_num=16)
     counts = []
     for sampler in head.bbox_sampler:
         real = sampler.sample
         sampler.sample = lambda *a, real=real, **k: counts.append(real(*a, **k)) or counts[-1]
-    with sampling_at_capacity():
+    states = set_sampling_at_capacity(head, True)
+    assert len(states) == 3  # one sampler per stage, found in the head's list
+    try:
         _train(head)
+    finally:
+        restore_sampling_at_capacity(states)
+    assert not any(s.at_capacity for s in head.bbox_sampler)
     assert len(counts) == 6
     assert all(len(r.pos_inds) == 4 and len(r.pos_inds) + len(r.neg_inds) == 16
                for r in counts)
