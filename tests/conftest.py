@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from ckptzoo.memory.probe import probe, probe_batch, worst_case_shape
+from ckptzoo.memory.measure.probe import probe, probe_batch, worst_case_shape
 from tests.helpers.configs import build_tiny
 
 if os.environ.get('PYTEST_XDIST_WORKER'):

@@ -167,7 +167,7 @@ def test_mmdet_mstrain_config_plans_and_trains_through_train_py(data_tree, tmp_p
     and every measured step of the epoch within the budget."""
     from ckptzoo.apis.plan import ProbeSession, batch_shapes
     from ckptzoo.memory import read_plan_file
-    from ckptzoo.memory.step import probe_batch
+    from ckptzoo.memory.measure.step import probe_batch
     from tests.helpers.tools import load_tool
 
     monkeypatch.chdir(data_tree)

@@ -38,11 +38,11 @@ from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.apis.plan import plan_made_for  # noqa: E402
 from ckptzoo.apis.plan_data import DEFAULT_BOXES, planning_datasets  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget, format_bytes, write_plan_file  # noqa: E402
-from ckptzoo.memory.baselines import memory_time_sweep  # noqa: E402
-from ckptzoo.memory.charts import save_png, sweep_figure, sweep_points  # noqa: E402
-from ckptzoo.memory.html_report import write_memory_report  # noqa: E402
-from ckptzoo.memory.report import cost_report, plan_table  # noqa: E402
-from ckptzoo.memory.timeline import TimelineSet  # noqa: E402
+from ckptzoo.memory.model.baselines import memory_time_sweep  # noqa: E402
+from ckptzoo.memory.report.charts import save_png, sweep_figure, sweep_points  # noqa: E402
+from ckptzoo.memory.report.html import write_memory_report  # noqa: E402
+from ckptzoo.memory.report.table import cost_report, plan_table  # noqa: E402
+from ckptzoo.memory.measure.timeline import TimelineSet  # noqa: E402
 from ckptzoo.runner.work_dir import unwritable  # noqa: E402
 
 

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from mmengine.config import Config
 
 from ..memory import InfeasibleBudget, format_bytes
-from ..memory.buckets import Bucket, solve_buckets
+from ..memory.model.buckets import Bucket, solve_buckets
 from ..memory.plan_file import PLAN_FILE, PlanResult, write_plan_file
 from ..memory.plan_hook import PRIORITY as PLAN_HOOK_PRIORITY, MemoryPlanHook
-from ..memory.shape_model import ShapeCostModel
+from ..memory.model.shape_model import ShapeCostModel
 from ..runner.dist_utils import get_dist_info
 from .config import memory_check_interval
 

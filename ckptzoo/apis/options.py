@@ -60,7 +60,7 @@ class TrainingOptions:
         return cls(fp16=bool(options['fp16']), cumulative_iters=int(options['cumulative_iters']),
                    samples_per_gpu=int(options['samples_per_gpu']))
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """``{'fp16', 'cumulative_iters', 'samples_per_gpu'}``, as plan files record them."""
         return asdict(self)
 

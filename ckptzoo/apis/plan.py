@@ -34,17 +34,17 @@ import torch.nn as nn
 from mmengine.config import Config
 
 from ..memory import (CostTable, InfeasibleBudget, format_bytes, parse_budget)
-from ..memory.batch_shapes import LoaderShapes, loader_shapes
-from ..memory.buckets import choose_buckets, solve_buckets
-from ..memory.shape_model import ShapeCostModel
-from ..memory.timeline import TimelineSet
+from ..datasets.batch_shapes import LoaderShapes, loader_shapes
+from ..memory.model.buckets import choose_buckets, solve_buckets
+from ..memory.model.shape_model import ShapeCostModel
+from ..memory.measure.timeline import TimelineSet
 from ..memory.plan_file import (PLAN_FILE, PlanResult, plan_changes, read_plan_file,
                                 write_plan_file)
 from ..memory.plan_fit import fit_changes, made_for, window_probed
-from ..memory.probe import ddp_bucket_bytes, probe, probe_modes
-from ..memory.report import plan_table
-from ..memory.step import on_cuda, optimizer_hook, probe_batch
-from ..memory.step_peak import measure_step
+from ..memory.measure.probe import ddp_bucket_bytes, probe, probe_modes
+from ..memory.report.table import plan_table
+from ..memory.measure.step import on_cuda, optimizer_hook, probe_batch
+from ..memory.measure.step_peak import measure_step
 from ..core.bbox import restore_sampling_at_capacity, set_sampling_at_capacity
 from ..runner.dist_utils import get_dist_info
 from ..runner.work_dir import unwritable
@@ -94,7 +94,7 @@ class ProbeSession:
     yield their largest counts inside (their ``at_capacity``, set on enter and restored on
     exit: :func:`~ckptzoo.core.bbox.set_sampling_at_capacity`): the plan is for the most RoIs
     training can see, not for an untrained RPN's few positives. ``timelines`` (a
-    :class:`~ckptzoo.memory.timeline.TimelineSet`, or None): the probe's plain step and every
+    :class:`~ckptzoo.memory.measure.timeline.TimelineSet`, or None): the probe's plain step and every
     measured step record a new timeline of it (no extra steps)."""
 
     def __init__(self, run: TrainingRun, timelines: TimelineSet | None = None):
@@ -179,14 +179,14 @@ def outer_options(cfg: Config, cuda: bool) -> list[dict[str, Any]]:
             options = TrainingOptions(fp16=fp16, cumulative_iters=base.cumulative_iters * k,
                                       samples_per_gpu=base.samples_per_gpu // k)
             if options != base:
-                out.append(options.as_dict())
+                out.append(options.to_dict())
         k *= 2
     return out
 
 
 def batch_shapes(run: TrainingRun, cfg: Config) -> LoaderShapes:
     """The padded batch shapes and box counts the run's training loader gives
-    (:func:`~ckptzoo.memory.batch_shapes.loader_shapes` at the run's ``samples_per_gpu``)."""
+    (:func:`~ckptzoo.datasets.batch_shapes.loader_shapes` at the run's ``samples_per_gpu``)."""
     return loader_shapes(cfg, run.data_loaders[0].dataset, run.options.samples_per_gpu)
 
 
@@ -230,15 +230,15 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
     The buckets (at most ``max_buckets``) cover every batch shape the loader can give
     (``shapes``, default :func:`batch_shapes`); the probe batches carry the largest number of
     ground-truth boxes an image of the data has. The cost at a bucket's shape is the line in
-    pixels through two probes (:class:`~ckptzoo.memory.shape_model.ShapeCostModel`): one plain
+    pixels through two probes (:class:`~ckptzoo.memory.model.shape_model.ShapeCostModel`): one plain
     recorded step at a smaller shape (:func:`_probe_shapes`), then every mode at the largest
     bucket. Every probe and the validation step are the run's largest iteration (optimizer
     state held; with ``cumulative_iters`` > 1 a window's last, its gradients held from the
-    start: :func:`~ckptzoo.memory.probe.probe`), for the options ``run`` has; times are the
+    start: :func:`~ckptzoo.memory.measure.probe.probe`), for the options ``run`` has; times are the
     largest's in proportion to the pixels (the first step of a run is slow for one-off
     reasons). Raises
     :class:`~ckptzoo.memory.InfeasibleBudget` naming the largest bucket's shape when no plan
-    fits it. ``timelines`` (a :class:`~ckptzoo.memory.timeline.TimelineSet`) records the
+    fits it. ``timelines`` (a :class:`~ckptzoo.memory.measure.timeline.TimelineSet`) records the
     probes' plain steps and the validation steps (:class:`ProbeSession`)."""
     shapes = shapes if shapes is not None else batch_shapes(run, cfg)
     if shapes.worst is None:
@@ -325,7 +325,7 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
     trial records into it)."""
     cuda = on_cuda(run)
     flags = _fp16_flags(unwrap_model(run.runner.model))
-    configured = TrainingOptions.from_cfg(cfg).as_dict()
+    configured = TrainingOptions.from_cfg(cfg).to_dict()
     tried = []
     notes = [] if cuda else ['fp16 is not available on a CPU (float16 autocast there is far '
                              'slower than float32, and it is not searched)']
@@ -349,10 +349,10 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
                              'needs more than one value per channel), so the search stopped '
                              f'at samples_per_gpu={tried[-1][3]["samples_per_gpu"]}')
                 break
-            tried.append((exc.minimum.peak, len(tried), exc.minimum, trial.options.as_dict(),
+            tried.append((exc.minimum.peak, len(tried), exc.minimum, trial.options.to_dict(),
                           exc.shape))
             if logger is not None:
-                logger.info(f'memory plan: nothing fits with {trial.options.as_dict()} '
+                logger.info(f'memory plan: nothing fits with {trial.options.to_dict()} '
                             f'(smallest predicted peak {format_bytes(exc.minimum.peak)})')
             continue
         result.configured = configured
@@ -419,7 +419,7 @@ def _saved_plan(path, budget, configured, logger, run=None, cfg=None):
                 f'model\'s, so it is reused: delete it to plan again for this data')
     if logger is not None:
         logger.info(f'memory plan: reusing {path}')
-    return PlanResult.from_json(saved)
+    return PlanResult.from_dict(saved)
 
 
 def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None = None,
@@ -448,14 +448,14 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
     path = osp.join(cfg.work_dir, PLAN_FILE)
     result = timelines = None
     if resume and osp.exists(path):
-        result = _saved_plan(path, budget, TrainingOptions.from_cfg(cfg).as_dict(), logger,
+        result = _saved_plan(path, budget, TrainingOptions.from_cfg(cfg).to_dict(), logger,
                              run, cfg)
     if result is None:  # every rank steps in the probe; all solve rank 0's table
         timelines = TimelineSet()  # the report's curves, from steps made anyway
         result, run = plan_memory(run, cfg, budget, logger=logger, timelines=timelines)
         result = replace(result, made_for=plan_made_for(run, cfg, result.samples_per_gpu))
     if world > 1:
-        shared = PlanResult.from_json(from_rank0(result.to_json()))
+        shared = PlanResult.from_dict(from_rank0(result.to_dict()))
         if rank != 0:  # rank 0's keeps its cost table
             result = shared
     options = TrainingOptions.from_dict(result.options)
@@ -467,7 +467,7 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
         if logger is not None:
             logger.info('memory plan:\n' + plan_table(result))
         if result.table is not None:  # planned now, not read from a file
-            from ..memory.html_report import write_memory_report  # matplotlib: when drawn
+            from ..memory.report.html import write_memory_report  # matplotlib: when drawn
             report = write_memory_report(result, osp.join(cfg.work_dir, REPORT_FILE),
                                          timelines, title='Memory plan: ' + osp.basename(
                                              cfg.get('filename') or 'config'))

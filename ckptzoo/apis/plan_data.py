@@ -12,7 +12,7 @@ from torch.utils.data import Dataset
 
 from ..datasets import StandInDataset, build_dataset
 from ..datasets.train_config import innermost_train, train_pipeline
-from ..memory.step import worst_case_shape
+from ..memory.measure.step import worst_case_shape
 from .options import samples_per_gpu_of
 
 __all__ = ['planning_datasets', 'stand_in_dataset']

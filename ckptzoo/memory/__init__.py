@@ -13,20 +13,20 @@ with them.
 Planning a training run (the search over fp16, accumulation and batch, the probe steps' state,
 DDP) is :mod:`ckptzoo.apis.plan`'s.
 """
-from .batch_shapes import GroupShapes, LoaderShapes, loader_shapes, pipeline_bound
-from .buckets import Bucket, bucket_for, choose_buckets, solve_buckets
-from .budget import format_bytes, parse_budget
-from .cost_table import MODES, CostTable, UnitCost
-from .meter import StepMeter
-from .peak_meter import PeakMeter
-from .peak import (Group, Plan, apply_plan, kept_bytes, peak_points, plan_from_modes, plan_modes,
+from ..datasets.batch_shapes import GroupShapes, LoaderShapes, loader_shapes, pipeline_bound
+from .model.buckets import Bucket, bucket_for, choose_buckets, solve_buckets
+from .model.budget import format_bytes, parse_budget
+from .model.cost_table import MODES, CostTable, UnitCost
+from .measure.meter import StepMeter
+from .measure.peak_meter import PeakMeter
+from .model.peak import (Group, Plan, apply_plan, kept_bytes, peak_points, plan_from_modes, plan_modes,
                    plan_segments, predict_peak, predict_time, uniform_plan)
 from .plan_hook import MemoryPlanHook
 from .plan_file import PLAN_FILE, PlanFileError, PlanResult, read_plan_file, write_plan_file
-from .shape_model import ShapeCostModel
-from .solver import (InfeasibleBudget, Solution, chen_sqrt_plan, choose_plan, count_plans,
+from .model.shape_model import ShapeCostModel
+from .model.solver import (InfeasibleBudget, Solution, chen_sqrt_plan, choose_plan, count_plans,
                      exhaustive_search, minimum_peak, most_frugal, pareto_front, solve)
-from .trackers import LiveTensorTracker, SavedTensorCounter, peak_live_bytes, saved_tensor_bytes
+from .measure.trackers import LiveTensorTracker, SavedTensorCounter, peak_live_bytes, saved_tensor_bytes
 
 __all__ = ['parse_budget', 'format_bytes', 'MODES', 'CostTable', 'UnitCost', 'Group', 'Plan',
            'apply_plan', 'kept_bytes', 'peak_points', 'plan_from_modes', 'plan_modes',

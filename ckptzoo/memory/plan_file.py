@@ -8,7 +8,7 @@ JSON) is refused with its path and how to plan again, instead of a bare ``JSONDe
 :func:`plan_changes` says what changed, and the planner plans again; nor is one made for
 another model or other data (``made_for``, :mod:`~ckptzoo.memory.plan_fit`).
 
-A plan per batch-shape bucket (:mod:`~ckptzoo.memory.buckets`) keeps the largest bucket's
+A plan per batch-shape bucket (:mod:`~ckptzoo.memory.model.buckets`) keeps the largest bucket's
 plan at the top level (``plan``, ``segments``), so that a reader that knows no buckets trains
 every batch safely; a file without ``buckets`` is one bucket, the worst-case shape's.
 """
@@ -17,11 +17,11 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
-from .buckets import Bucket
-from .budget import format_bytes
-from .cost_table import MODES, CostTable
+from .model.buckets import Bucket
+from .model.budget import format_bytes
+from .model.cost_table import MODES, CostTable
 from .plan_fit import made_for_problem
-from .shape_model import ShapeCostModel
+from .model.shape_model import ShapeCostModel
 
 __all__ = ['PLAN_FILE', 'PlanResult', 'PlanFileError', 'read_plan_file', 'write_plan_file',
            'plan_changes', 'REQUIRED']
@@ -75,7 +75,7 @@ class PlanResult:
         return dict(fp16=self.fp16, cumulative_iters=self.cumulative_iters,
                     samples_per_gpu=self.samples_per_gpu)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The plan file's content (everything but the cost table)."""
         keys = ('budget_bytes', 'predicted_peak_bytes', 'measured_peak_bytes', 'plan',
                 'segments', 'fp16', 'cumulative_iters', 'samples_per_gpu',
@@ -85,18 +85,18 @@ class PlanResult:
             out['configured'] = dict(self.configured)
         out['plan'] = dict(self.plan)
         if self.buckets is not None:
-            out['buckets'] = [b.to_json() for b in self.buckets]
+            out['buckets'] = [b.to_dict() for b in self.buckets]
         for key in ('boxes_per_image', 'shapes_note', 'cost_model', 'made_for'):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> 'PlanResult':
+    def from_dict(cls, d: dict[str, Any]) -> 'PlanResult':
         """The plan of a plan file's content (checked by :func:`read_plan_file`)."""
         kwargs = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != 'table'}
         if kwargs.get('buckets') is not None:
-            kwargs['buckets'] = [b if isinstance(b, Bucket) else Bucket.from_json(b)
+            kwargs['buckets'] = [b if isinstance(b, Bucket) else Bucket.from_dict(b)
                                  for b in kwargs['buckets']]
         return cls(**kwargs)
 
@@ -213,7 +213,7 @@ def read_plan_file(path: str) -> dict[str, Any]:
 def write_plan_file(path: str, result: PlanResult) -> None:
     """Write ``result`` to ``path`` as :func:`read_plan_file` reads it."""
     with open(path, 'w', encoding='utf-8') as f:
-        json.dump(result.to_json(), f, indent=1)
+        json.dump(result.to_dict(), f, indent=1)
 
 
 def plan_changes(saved: dict[str, Any], budget: int,

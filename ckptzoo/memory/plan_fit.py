@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch.nn as nn
 
-    from .batch_shapes import LoaderShapes
+    from ..datasets.batch_shapes import LoaderShapes
 
 __all__ = ['model_fingerprint', 'data_fingerprint', 'made_for', 'fit_changes', 'unit_changes',
            'window_probed', 'plan_unit_names', 'made_for_problem']
@@ -43,7 +43,7 @@ def model_fingerprint(model: nn.Module) -> dict[str, Any]:
 
 def data_fingerprint(shapes: LoaderShapes) -> dict[str, Any]:
     """What a plan's memory depends on in the batches ``shapes`` describes (of
-    :func:`~ckptzoo.memory.batch_shapes.loader_shapes`): the largest batch shape of each
+    :func:`~ckptzoo.datasets.batch_shapes.loader_shapes`): the largest batch shape of each
     sampler group (``[flag, H, W]``; flag None: any images share a batch), the most boxes per
     image and per batch, whether the sizes came from the data, the number of images and a
     digest of their sizes. Frequencies are left out: they depend on the epochs simulated."""

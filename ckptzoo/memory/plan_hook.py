@@ -19,11 +19,11 @@ import torch
 from ..registry import HOOKS
 from ..runner.hooks.hook import Hook
 from ..utils.model_wrapper import unwrap_model
-from .buckets import bucket_for
-from .budget import format_bytes, parse_budget
+from .model.buckets import bucket_for
+from .model.budget import format_bytes, parse_budget
 from ..runner.utils import cuda_device
-from .peak_meter import PeakMeter
-from .step import optimizer_hook
+from .measure.peak_meter import PeakMeter
+from .measure.step import optimizer_hook
 
 __all__ = ['MemoryPlanHook', 'PRIORITY', 'batch_shape', 'batch_boxes', 'memory_mib']
 
@@ -70,7 +70,7 @@ class MemoryPlanHook(Hook):
     ``after_train_iter`` sees the backward and the optimizer step.
 
     Args:
-        buckets (list | None): :class:`~ckptzoo.memory.buckets.Bucket` (or objects with its
+        buckets (list | None): :class:`~ckptzoo.memory.model.buckets.Bucket` (or objects with its
             ``shape``, ``plan``, ``segments``, ``predicted_peak_bytes`` and
             ``predicted_step_time``, when ``select`` reads only those); None or ``[]`` keeps the model's plan (measure and log
             only). A batch that no bucket dominates runs under the largest bucket, with a
@@ -79,7 +79,7 @@ class MemoryPlanHook(Hook):
             measured step above it is reported on ``runner.logger`` and its bucket planned
             again.
         interval (int): on a CPU, measure every ``interval``-th training step with
-            :class:`~ckptzoo.memory.trackers.LiveTensorTracker` (exact, but it slows the step
+            :class:`~ckptzoo.memory.measure.trackers.LiveTensorTracker` (exact, but it slows the step
             it measures); 0: none beyond the first of each kind. With a ``budget`` the first
             step of each kind is measured whatever the interval: each bucket at each position
             of an accumulation window (its first iteration, one inside, the one that steps)
@@ -92,7 +92,7 @@ class MemoryPlanHook(Hook):
             bucket takes the plan of the most frugal bucket (the smallest predicted peak per
             pixel), else every unit ``'full'``.
         select (callable | None): ``select(buckets, shape)`` -> bucket or None; default
-            :func:`~ckptzoo.memory.buckets.bucket_for` (the fastest dominating bucket).
+            :func:`~ckptzoo.memory.model.buckets.bucket_for` (the fastest dominating bucket).
         plan_file (str | None): the ``memory_plan.json`` the buckets come from, named in the
             over-budget warning with how to plan again (a plan made for other data is the
             usual cause of a large overshoot).

@@ -13,8 +13,8 @@ from ckptzoo.apis.options import TrainingOptions
 from ckptzoo.apis.plan import outer_options, plan_memory, plan_training, planning_requested
 from ckptzoo.memory import (InfeasibleBudget, PlanResult, apply_plan, plan_modes, plan_segments,
                             predict_peak, solve, uniform_plan)
-from ckptzoo.memory.probe import measure_step, probe, probe_batch, worst_case_shape
-from ckptzoo.memory.solver import chen_sqrt_plan
+from ckptzoo.memory.measure.probe import measure_step, probe, probe_batch, worst_case_shape
+from ckptzoo.memory.model.solver import chen_sqrt_plan
 from tests.helpers.configs import TINY
 
 
@@ -52,7 +52,7 @@ def test_a_segment_plan_round_trips_through_json_and_resume(probed, tmp_path):
     peak, _ = measure_step(run, batch)
     result = PlanResult(peak, predict_peak(table, plan), peak, plan_modes(table, plan),
                         plan_segments(table, plan), False, 1, 4)
-    saved = json.loads(json.dumps(result.to_json()))
+    saved = json.loads(json.dumps(result.to_dict()))
     assert saved['segments'] == [['backbone.stem', 'backbone.layer1.1'],
                                  ['backbone.layer2.0', 'backbone.layer3.0'],
                                  ['backbone.layer3.1', 'backbone.layer4.1']]
@@ -65,7 +65,7 @@ def test_a_segment_plan_round_trips_through_json_and_resume(probed, tmp_path):
     (tmp_path / 'memory_plan.json').write_text(json.dumps(saved))
     resumed, _ = plan_training(run, Config(dict(cfg.to_dict(), work_dir=str(tmp_path),
                                                 memory_budget=peak)), resume=True)
-    assert resumed.to_json() == result.to_json()
+    assert resumed.to_dict() == result.to_dict()
     assert model.checkpoint_segments() == saved['segments']
     assert dict(model.checkpoint_plan()) == saved['plan']
     apply_plan(model, table, uniform_plan(table, None))
@@ -115,7 +115,7 @@ def test_infeasible_budget_names_the_minimum_and_its_options(tmp_path):
     activations a halved batch saves); below the smaller of the two smallest peaks nothing
     fits, and the error names it and the options that reach it."""
     from ckptzoo.memory import minimum_peak
-    from ckptzoo.memory.probe import probe_modes
+    from ckptzoo.memory.measure.probe import probe_modes
 
     def smallest(name, samples_per_gpu, **overrides):
         cfg, run = _tiny64(tmp_path / name, samples_per_gpu, **overrides)
@@ -163,7 +163,7 @@ def test_the_run_for_a_plan_with_other_options_is_assembled_again(tmp_path):
     """A plan is data (it carries no run); the run that trains a plan needing accumulation and
     a smaller batch is the same model and dataset assembled again with them, the plan on the
     model; a plan with the run's own options trains that run."""
-    from ckptzoo.memory.step import optimizer_hook
+    from ckptzoo.memory.measure.step import optimizer_hook
     from ckptzoo.utils.model_wrapper import unwrap_model
     from tests.helpers.plans import SAVED
     set_random_seed(0)

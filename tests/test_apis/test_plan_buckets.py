@@ -18,9 +18,9 @@ from ckptzoo.apis.train import build_train_model, train_model
 from ckptzoo.datasets import generate_coco
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
 from ckptzoo.memory import InfeasibleBudget, PlanResult, read_plan_file
-from ckptzoo.memory.buckets import bucket_for
+from ckptzoo.memory.model.buckets import bucket_for
 from ckptzoo.memory.plan_hook import MemoryPlanHook
-from ckptzoo.memory.step import probe_batch
+from ckptzoo.memory.measure.step import probe_batch
 from tests.helpers.configs import shrink_retinanet
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -100,7 +100,7 @@ def test_a_plan_per_bucket_fits_and_is_validated(setup):
     assert times[0][1] < times[-1][1]  # the smallest batches recompute less
     assert result.boxes_per_image == 40
     assert result.plan == result.buckets[0].plan  # the single-plan view: the largest bucket
-    again = PlanResult.from_json(result.to_json())
+    again = PlanResult.from_dict(result.to_dict())
     assert [b.shape for b in again.buckets] == [b.shape for b in result.buckets]
 
 
@@ -167,13 +167,13 @@ def test_a_bucket_over_the_budget_is_planned_again_and_saved(setup, tmp_path):
     hook = attach_plan_hook(run, cfg, result)
     assert isinstance(hook, MemoryPlanHook) and hook.buckets == result.buckets
     bucket = result.buckets[0]
-    given = copy.deepcopy(result.to_json())
+    given = copy.deepcopy(result.to_dict())
     measured = int(bucket.predicted_peak_bytes * 1.03)  # 3 % more than predicted
     new = hook.replan(bucket, measured, bucket.shape, 40)
     assert new.shape == bucket.shape and new.measured_peak_bytes == measured
     assert new.predicted_peak_bytes <= budget * (1 - 0.03)
     saved = read_plan_file(osp.join(cfg.work_dir, 'memory_plan.json'))
     assert saved['margin'] >= 0.03  # the new plan's margin
-    assert result.to_json() == given  # the plan the hook was given is not changed
+    assert result.to_dict() == given  # the plan the hook was given is not changed
     assert saved['buckets'][0]['predicted_peak_bytes'] == new.predicted_peak_bytes
     run.runner.hooks.remove(hook)

@@ -15,8 +15,8 @@ from ckptzoo.apis.train import build_train_model
 from ckptzoo.datasets import generate_coco
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
 from ckptzoo.memory import predict_peak, uniform_plan
-from ckptzoo.memory.step import probe_batch, worst_case_shape
-from ckptzoo.memory.step_peak import measure_step
+from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
+from ckptzoo.memory.measure.step_peak import measure_step
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 NUM, POS_FRACTION = 32, 0.25

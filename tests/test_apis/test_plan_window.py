@@ -11,9 +11,9 @@ from ckptzoo.apis import build_training, set_random_seed, train_model
 from ckptzoo.apis.plan import plan_memory
 from ckptzoo.memory import minimum_peak, predict_peak, uniform_plan
 from ckptzoo.memory.plan_hook import MemoryPlanHook
-from ckptzoo.memory.probe import probe, probe_batch, probe_modes, worst_case_shape
-from ckptzoo.memory.report import plan_table
-from ckptzoo.memory.step import optimizer_hook
+from ckptzoo.memory.measure.probe import probe, probe_batch, probe_modes, worst_case_shape
+from ckptzoo.memory.report.table import plan_table
+from ckptzoo.memory.measure.step import optimizer_hook
 from tests.helpers.configs import TINY
 
 

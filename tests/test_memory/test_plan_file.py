@@ -132,13 +132,13 @@ def bucketed():
 def test_a_bucketed_plan_round_trips(tmp_path):
     from ckptzoo.memory import Bucket, ShapeCostModel
     from ckptzoo.memory.plan_file import write_plan_file
-    from ckptzoo.memory.report import plan_table
+    from ckptzoo.memory.report.table import plan_table
     path = str(tmp_path / 'memory_plan.json')
-    result = PlanResult.from_json(json.loads(json.dumps(bucketed())))
+    result = PlanResult.from_dict(json.loads(json.dumps(bucketed())))
     assert [b.shape for b in result.buckets] == [(32, 32), (16, 24)]
     assert isinstance(result.buckets[1], Bucket) and result.buckets[1].segments == [['a', 'b']]
     write_plan_file(path, result)
-    again = PlanResult.from_json(read_plan_file(path))
+    again = PlanResult.from_dict(read_plan_file(path))
     assert again == result and again.cost_model == result.cost_model
     assert again.boxes_per_image == 3
     assert ShapeCostModel.from_dict(again.cost_model).shapes == [(8, 8), (32, 32)]
@@ -146,9 +146,9 @@ def test_a_bucketed_plan_round_trips(tmp_path):
     assert '32x32' in text and '16x24' in text and 'segments' in text
     assert 'batch shapes: the pipeline bound: the data is not on disk' in text
     # a single-plan file (no buckets) stays one and writes no bucket keys
-    plain = PlanResult.from_json(read_plan_file_of(tmp_path, SAVED))
+    plain = PlanResult.from_dict(read_plan_file_of(tmp_path, SAVED))
     assert plain.buckets is None and plain.cost_model is None
-    assert set(plain.to_json()) == set(SAVED) | {'predicted_step_time', 'measured_step_time',
+    assert set(plain.to_dict()) == set(SAVED) | {'predicted_step_time', 'measured_step_time',
                                                  'margin', 'replans'}
     assert '16x24' not in plan_table(plain) and 'batch shapes' not in plan_table(plain)
 
@@ -340,8 +340,8 @@ def test_an_accumulating_plan_probed_without_the_windows_gradients_is_made_again
     """A plan of ``cumulative_iters`` 2 whose cost tables do not say they were probed at a
     window's last iteration (an earlier version probed a step without the gradients that
     window holds, and under-predicted) is planned again; one that says so is reused."""
-    from ckptzoo.memory.probe import probe, probe_batch, worst_case_shape
-    from ckptzoo.memory.shape_model import ShapeCostModel
+    from ckptzoo.memory.measure.probe import probe, probe_batch, worst_case_shape
+    from ckptzoo.memory.model.shape_model import ShapeCostModel
     cfg, run = _tiny(tmp_path)
     table = probe(run, probe_batch(run, worst_case_shape(cfg)), modes=(None, ))
     table.window = 2

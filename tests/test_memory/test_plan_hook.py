@@ -15,8 +15,8 @@ from mmengine.config import Config
 from ckptzoo.apis import attach_memory_hook, build_training, set_random_seed
 from ckptzoo.apis.config import ConfigError, check_config
 from ckptzoo.apis.train import build_train_model
-from ckptzoo.memory.budget import format_bytes
-from ckptzoo.memory.buckets import Bucket
+from ckptzoo.memory.model.budget import format_bytes
+from ckptzoo.memory.model.buckets import Bucket
 from ckptzoo.memory.plan_hook import PRIORITY, MemoryPlanHook, memory_mib
 from ckptzoo.models.checkpointing.plan import resolve_plan
 from ckptzoo.runner.hooks import CheckpointHook, OptimizerHook
@@ -305,7 +305,7 @@ def test_on_cuda_every_step_is_measured_from_its_start(tmp_path, monkeypatch):
 
     def reset(device=None):
         allocator.update(peak=0, resets=allocator['resets'] + 1)
-    from ckptzoo.memory import peak_meter
+    from ckptzoo.memory.measure import peak_meter
     monkeypatch.setattr(plan_hook, 'cuda_device', lambda model: torch.device('cuda:0'))
     monkeypatch.setattr(peak_meter, 'LiveTensorTracker', None)  # not used on CUDA
     monkeypatch.setattr(torch.cuda, 'max_memory_allocated', lambda device=None: allocator['peak'])

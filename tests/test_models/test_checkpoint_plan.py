@@ -178,7 +178,7 @@ def test_offload_with_nothing_to_offload_warns_once(monkeypatch):
 
 def test_selective_keeps_conv_outputs_only():
     """What selective holds: conv outputs stay, the BN / ReLU outputs are dropped."""
-    from ckptzoo.memory.trackers import LiveTensorTracker
+    from ckptzoo.memory.measure.trackers import LiveTensorTracker
     held = {}
     for mode in (None, 'full', 'selective'):
         model = ResNet(50, base_channels=4, out_indices=(3, )).train()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ckptzoo.models import ResNet
-from ckptzoo.memory.trackers import LiveTensorTracker
+from ckptzoo.memory.measure.trackers import LiveTensorTracker
 
 from tests.helpers.checkpointing import assert_same_run, one_thread, plan_model, randomise_bn, run_once
 

@@ -5,7 +5,7 @@ import torchvision
 
 from ckptzoo.models.backbones import DenseNet
 from ckptzoo.registry import build_model
-from ckptzoo.memory.trackers import saved_tensor_bytes
+from ckptzoo.memory.measure.trackers import saved_tensor_bytes
 
 from tests.helpers.checkpointing import CountingCheckpoint, assert_same_run, one_thread, run_once
 
@@ -167,7 +167,7 @@ def test_selective_dense_layer_keeps_only_its_conv_outputs():
     (the concatenation and both BN-ReLU outputs are recomputed); 'full' also holds norm2's
     ReLU output, plain everything. Exact tensor bytes, outputs equal plain."""
     from ckptzoo.models.backbones.densenet import DenseLayer
-    from ckptzoo.memory.trackers import LiveTensorTracker
+    from ckptzoo.memory.measure.trackers import LiveTensorTracker
     torch.manual_seed(0)
     inputs = [torch.randn(2, 8, 32, 32, requires_grad=True) for _ in range(3)]
     mid = 2 * (4 * 4) * 32 * 32 * 4      # batch, bn_size * growth channels, float32

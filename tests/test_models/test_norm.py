@@ -8,7 +8,7 @@ from torchvision.ops.misc import FrozenBatchNorm2d
 
 from ckptzoo.models import ResNet
 from ckptzoo.models.utils import build_norm_layer
-from ckptzoo.memory.trackers import saved_tensor_bytes
+from ckptzoo.memory.measure.trackers import saved_tensor_bytes
 
 
 def _bn(requires_grad=False):

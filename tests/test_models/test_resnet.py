@@ -7,7 +7,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from ckptzoo.models import ResNet
 from ckptzoo.registry import build_backbone
-from ckptzoo.memory.trackers import saved_tensor_bytes
+from ckptzoo.memory.measure.trackers import saved_tensor_bytes
 from tests.helpers.checkpointing import expected_checkpoints, train_pass
 
 

@@ -6,7 +6,7 @@ import torchvision
 
 from ckptzoo.models.backbones import SwinTransformer, convert_torchvision_swin
 from ckptzoo.registry import build_model
-from ckptzoo.memory.trackers import saved_tensor_bytes
+from ckptzoo.memory.measure.trackers import saved_tensor_bytes
 
 from tests.helpers.checkpointing import CountingCheckpoint, assert_same_run, one_thread, run_once
 

@@ -15,7 +15,7 @@ from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.memory import minimum_peak, predict_peak, uniform_plan
-from ckptzoo.memory.probe import probe, probe_batch, probe_modes, worst_case_shape
+from ckptzoo.memory.measure.probe import probe, probe_batch, probe_modes, worst_case_shape
 from tests.helpers.configs import TINY, build_tiny
 from tests.helpers.tools import load_tool
 

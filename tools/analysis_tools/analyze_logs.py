@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
-from ckptzoo.memory.budget import parse_budget  # noqa: E402
+from ckptzoo.memory.model.budget import parse_budget  # noqa: E402
 from ckptzoo.memory.plan_file import PLAN_FILE, read_plan_file  # noqa: E402
 from ckptzoo.utils.log_analysis import cal_train_time, load_json_logs, plot_curve  # noqa: E402
 

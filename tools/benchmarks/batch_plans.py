@@ -51,12 +51,12 @@ class _Steps:
         self.model.replace_checkpoint_plan(modes, segments)
 
     def peak(self, batch, modes, segments=()):
-        from ckptzoo.memory.step_peak import measure_step
+        from ckptzoo.memory.measure.step_peak import measure_step
         self.set(modes, segments)
         return measure_step(self.run, batch)[0]
 
     def seconds(self, batch, modes, segments=()):
-        from ckptzoo.memory.step import train_step
+        from ckptzoo.memory.measure.step import train_step
         self.set(modes, segments)
         t0 = time.perf_counter()
         train_step(self.run, batch)
@@ -66,10 +66,10 @@ class _Steps:
 def bench(variant, args, out):
     from ckptzoo.apis import build_training, set_random_seed
     from ckptzoo.apis.plan import ProbeSession, plan_checkpoints
-    from ckptzoo.memory.buckets import bucket_for, solve_buckets
+    from ckptzoo.memory.model.buckets import bucket_for, solve_buckets
     from ckptzoo.memory.plan_hook import batch_boxes, batch_shape
-    from ckptzoo.memory.shape_model import ShapeCostModel
-    from ckptzoo.memory.step import probe_batch, train_step
+    from ckptzoo.memory.model.shape_model import ShapeCostModel
+    from ckptzoo.memory.measure.step import probe_batch, train_step
     from ckptzoo.runner.utils import get_model_device, move_to_device
 
     cfg = synthetic.mixed_coco_config(variant)

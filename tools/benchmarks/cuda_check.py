@@ -117,7 +117,7 @@ def plan_budgets(args, model, device):
     from ckptzoo.apis import build_training, set_random_seed
     from ckptzoo.apis.plan import ProbeSession, batch_shapes
     from ckptzoo.memory import predict_peak, uniform_plan
-    from ckptzoo.memory.step import probe_batch
+    from ckptzoo.memory.measure.step import probe_batch
     cfg = _plan_cfg(args, model, device)
     set_random_seed(args.seed)
     run = build_training(cfg, logger=logging.getLogger('ckptzoo.cuda_check'))

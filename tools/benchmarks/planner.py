@@ -15,7 +15,7 @@ peak measured: the exact peak of live tensor storage of one step (``LiveTensorTr
 flags that fits: all 16 are searched on the probe's predictions, the ``--per-budget``
 fastest-predicted that fit each budget are measured (peak, and time). The times of the
 planner's plans and of these candidates are taken step by step in turn (ABCABC...) in this
-one process, ``--rounds`` times, and compared as medians (``ckptzoo.memory.timing``). The
+one process, ``--rounds`` times, and compared as medians (``ckptzoo.memory.measure.timing``). The
 training run is built by ``ckptzoo.apis.build_training``. ``--cumulative-iters``: one table
 per model and value of gradient accumulation (the batch as above): every probed and measured
 step is then a window's last iteration, the gradients of the ones before it held from its
@@ -72,9 +72,9 @@ def _bench(name, args, out, cfg, run, session):
     import torch
     from ckptzoo.memory import (choose_plan, kept_bytes, most_frugal, plan_modes, plan_segments,
                                 predict_peak, predict_time, uniform_plan)
-    from ckptzoo.memory.baselines import baseline_plans, reference_candidates
-    from ckptzoo.memory.step import probe_batch, train_step, worst_case_shape
-    from ckptzoo.memory.timing import (interleaved_step_times, measured_peaks, median_ratio,
+    from ckptzoo.memory.model.baselines import baseline_plans, reference_candidates
+    from ckptzoo.memory.measure.step import probe_batch, train_step, worst_case_shape
+    from ckptzoo.memory.measure.timing import (interleaved_step_times, measured_peaks, median_ratio,
                                        paired_step_times)
     batch = probe_batch(run, worst_case_shape(cfg))
     train_step(run, batch)  # warm-up: optimizer state exists as in every later step

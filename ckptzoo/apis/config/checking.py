@@ -59,7 +59,7 @@ def _check_memory_budget(value) -> None:
     planner reads it again with the device's memory for a fraction)."""
     if value is None:
         return
-    from ...memory.budget import parse_budget
+    from ...memory.model.budget import parse_budget
     try:
         parse_budget(value, device_total=1 << 40)  # a fraction: its form only, no device
     except (TypeError, ValueError) as exc:

@@ -7,7 +7,7 @@ Modes (:data:`MODES`):
   between them (norms, activations, concatenations, pointwise ops) are recomputed
   (``torch.utils.checkpoint.create_selective_checkpoint_contexts`` with :func:`selective_policy`;
   non-reentrant only). The kept outputs are cached outside saved-tensor hooks: measure this mode
-  with live tensor storage (:class:`ckptzoo.memory.trackers.LiveTensorTracker`), not with hooks.
+  with live tensor storage (:class:`ckptzoo.memory.measure.trackers.LiveTensorTracker`), not with hooks.
   A unit that is a chain norm-activation-conv may implement it as one ``'full'`` checkpoint per
   norm-activation-conv instead (each keeps its input, a conv output; the non-reentrant recompute
   stops before the conv): the same tensors kept and recomputed, without the policy's per-op

@@ -1,6 +1,6 @@
 """Observers: a public way to watch checkpoint units run, without patching any class.
 
-The memory probe (:mod:`ckptzoo.memory.probe`) needs to see every call of a checkpoint unit
+The memory probe (:mod:`ckptzoo.memory.measure.probe`) needs to see every call of a checkpoint unit
 (live bytes and time at its start and end) and every recompute of a checkpointed region in
 backward. :func:`observe` registers a :class:`CheckpointObserver` for the duration of a
 ``with`` block; :class:`~.plan.CheckpointUnit` and the recompute of

@@ -8,8 +8,8 @@ from ckptzoo.memory import (CostTable, Group, InfeasibleBudget, UnitCost, chen_s
                             count_plans, kept_bytes, minimum_peak, most_frugal, peak_points,
                             plan_from_modes, plan_modes, plan_segments, predict_peak,
                             predict_time, solve, uniform_plan)
-from ckptzoo.memory.peak import check_plan
-from ckptzoo.memory.solver import _groups_at
+from ckptzoo.memory.model.peak import check_plan
+from ckptzoo.memory.model.solver import _groups_at
 
 MODES = (None, 'full', 'selective', 'offload')
 
@@ -217,7 +217,7 @@ def test_infeasible_budget_reports_the_minimum_and_its_plan():
 def test_segments_only_where_no_per_unit_plan_fits():
     """choose_plan keeps to one checkpoint per unit down to the per-unit floor, takes segments
     below it, and the chosen peak never rises as the budget falls across the switch."""
-    from ckptzoo.memory.solver import choose_plan
+    from ckptzoo.memory.model.solver import choose_plan
     table = random_table(12, 5, modes=(None, 'full', 'selective'))
     floor = minimum_peak(table, segments=False).peak
     lowest = minimum_peak(table).peak

@@ -2,8 +2,8 @@
 allocator's (of the device given, None: the current one)."""
 import torch
 
-from ckptzoo.memory import peak_meter
-from ckptzoo.memory.peak_meter import PeakMeter
+from ckptzoo.memory.measure import peak_meter
+from ckptzoo.memory.measure.peak_meter import PeakMeter
 from ckptzoo.runner.utils import cuda_device
 
 

@@ -1,11 +1,11 @@
 """What the planner measured and chose, as text tables for a terminal or a log."""
 from __future__ import annotations
 
-from .buckets import Bucket
-from .budget import format_bytes
-from .cost_table import MODES, CostTable
-from .peak import peak_point, plan_from_modes, predict_time, unit_kept, window_iteration
-from .plan_file import PlanResult
+from ..model.buckets import Bucket
+from ..model.budget import format_bytes
+from ..model.cost_table import MODES, CostTable
+from ..model.peak import peak_point, plan_from_modes, predict_time, unit_kept, window_iteration
+from ..plan_file import PlanResult
 
 __all__ = ['plan_table', 'bucket_table', 'cost_report']
 

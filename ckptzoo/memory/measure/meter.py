@@ -3,9 +3,9 @@
 A benchmark compares steps of different loops (ckptzoo's runner, a peer's plain PyTorch loop):
 :class:`StepMeter` reads them alike. Memory on CUDA is ``max_memory_allocated`` /
 ``max_memory_reserved`` over the timed steps; on CPU, where there is no allocator statistic, the
-exact peak of live tensor storage (:class:`~ckptzoo.memory.trackers.LiveTensorTracker`) during
+exact peak of live tensor storage (:class:`~ckptzoo.memory.measure.trackers.LiveTensorTracker`) during
 one probe step after them, whose counters would only slow the timed steps; both read by a
-:class:`~ckptzoo.memory.peak_meter.PeakMeter`.
+:class:`~ckptzoo.memory.measure.peak_meter.PeakMeter`.
 """
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ class StepMeter:
         """Read ``runner``'s training iterations: a hook before every other hook (its
         ``after_train_iter``, before the optimizer hook's backward, ends the forward) and one
         after every other (after the backward and the optimizer step)."""
-        from ..runner.hooks import Hook
+        from ...runner.hooks import Hook
         meter = self
 
         class StepStart(Hook):

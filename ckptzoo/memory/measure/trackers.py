@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..utils.nested import iter_tensors
+from ...utils.nested import iter_tensors
 
 __all__ = ['SavedTensorCounter', 'saved_tensor_bytes', 'LiveTensorTracker', 'peak_live_bytes']
 
@@ -86,7 +86,7 @@ class LiveTensorTracker(TorchDispatchMode):
         self.live_bytes = 0
         self.peak_bytes = 0
         self.baseline_bytes = 0
-        #: a :class:`~ckptzoo.memory.timeline.Timeline` noting the bytes after every op, and
+        #: a :class:`~ckptzoo.memory.measure.timeline.Timeline` noting the bytes after every op, and
         #: the largest live bytes since its last point
         self.timeline = None
         self.window_peak = 0

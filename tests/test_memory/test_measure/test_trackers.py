@@ -3,7 +3,7 @@ import gc
 
 import torch
 
-from ckptzoo.memory.trackers import LiveTensorTracker, peak_live_bytes
+from ckptzoo.memory.measure.trackers import LiveTensorTracker, peak_live_bytes
 
 F32 = 4
 

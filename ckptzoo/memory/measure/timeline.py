@@ -2,7 +2,7 @@
 optimizer step, and what ran at each point (which unit's forward, backward or recompute).
 
 Recorded inside steps the planner makes anyway (the probe's plain step, the validation step),
-never in extra ones: on CPU the exact :class:`~ckptzoo.memory.trackers.LiveTensorTracker`
+never in extra ones: on CPU the exact :class:`~ckptzoo.memory.measure.trackers.LiveTensorTracker`
 notes the live bytes after every tensor op (a point's bytes are the largest the tracker saw
 since the previous point, so the largest point *is* the step's measured peak); on CUDA
 ``memory_allocated`` / ``max_memory_allocated`` are read where a unit's forward, backward or
@@ -10,7 +10,7 @@ recompute starts or ends and where a phase starts.
 
 ``timelines = TimelineSet(); plan_memory(..., timelines=timelines)`` collects them from the
 planner as it runs: the planner's probe session hands a new timeline of the set to each
-:func:`~ckptzoo.memory.probe.probe` and :func:`~ckptzoo.memory.step.measure_step` it makes
+:func:`~ckptzoo.memory.measure.probe.probe` and :func:`~ckptzoo.memory.measure.step.measure_step` it makes
 (their ``timeline`` argument).
 """
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from ..models.checkpointing import CheckpointObserver, observe
-from ..utils.model_wrapper import unwrap_model
-from ..utils.nested import iter_tensors
-from .budget import format_bytes
+from ...models.checkpointing import CheckpointObserver, observe
+from ...utils.model_wrapper import unwrap_model
+from ...utils.nested import iter_tensors
+from ..model.budget import format_bytes
 from .step import Run, on_cuda, optimizer_state_bytes, step_tensors, train_step
 from .peak_meter import PeakMeter
 from .trackers import LiveTensorTracker
@@ -205,7 +205,7 @@ class _UnitLabels(CheckpointObserver):
 def recording(run: Run, batch: dict[str, Any], timeline: Timeline,
               tracker: LiveTensorTracker | None = None) -> Iterator[Any]:
     """Record one step of ``run`` into ``timeline`` inside the block; yields the callable to
-    pass as :func:`~ckptzoo.memory.step.train_step`'s ``on_forward_end``. On CPU ``tracker``
+    pass as :func:`~ckptzoo.memory.measure.step.train_step`'s ``on_forward_end``. On CPU ``tracker``
     (already tracking the step's tensors) notes every op; on CUDA the allocator is read at
     every event. A step that makes the optimizer state (a run's first) is drawn as the steps
     after it, which hold that state from their start: see :attr:`Timeline.note`."""
@@ -245,7 +245,7 @@ def recording(run: Run, batch: dict[str, Any], timeline: Timeline,
 def measure_with_timeline(run: Run, batch: dict[str, Any],
                           timeline: Timeline) -> tuple[int, float]:
     """``(peak bytes, seconds)`` of one step with the plan in force, as
-    :func:`~ckptzoo.memory.step.measure_step` measures them, recording ``timeline``: on CPU
+    :func:`~ckptzoo.memory.measure.step.measure_step` measures them, recording ``timeline``: on CPU
     the meter's tracker notes the timeline's points; on CUDA the timeline's points read (and
     reset) the allocator's peak, so the step's peak is the largest point."""
     cuda = on_cuda(run)

@@ -2,7 +2,7 @@
 
 Every call of a checkpoint unit is instrumented while the probe runs: the live bytes and the
 time when its forward starts and ends, and (a hook on its output's gradient) when its backward
-starts. On CPU memory is exact: :class:`~ckptzoo.memory.trackers.LiveTensorTracker` tags every
+starts. On CPU memory is exact: :class:`~ckptzoo.memory.measure.trackers.LiveTensorTracker` tags every
 storage with the unit whose forward made it, and what a unit keeps is the bytes of its storages
 still alive when the forward ends, which counts selective checkpointing's cache (held outside
 saved-tensor hooks) like any other memory; the same attribution lets ``'full'`` be derived from
@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
-from ..models.checkpointing import CheckpointObserver, observe
+from ...models.checkpointing import CheckpointObserver, observe
 from .trackers import LiveTensorTracker
-from ..utils.model_wrapper import unwrap_model
-from ..utils.nested import iter_tensors
-from .cost_table import MODES, CostTable, UnitCost, model_chains
+from ...utils.model_wrapper import unwrap_model
+from ...utils.nested import iter_tensors
+from ..model.cost_table import MODES, CostTable, UnitCost, model_chains
 from .step import (Run, make_optimizer_state, on_cuda,  # noqa: F401
                    optimizer_hook, optimizer_state_bytes, probe_batch, step_tensors, train_step,
                    worst_case_shape)
@@ -155,14 +155,14 @@ class _Recorder(CheckpointObserver):
 def _would_checkpoint(unit, function, args, module):
     """Whether the checkpoint guard would checkpoint this call in ``'full'`` (else it runs
     plainly and keeps what plain keeps)."""
-    from ..models.checkpointing.functional import _owner, should_checkpoint
+    from ...models.checkpointing.functional import _owner, should_checkpoint
     module = module if module is not None else _owner(function)
     return should_checkpoint(args, module, unit.use_reentrant)
 
 
 def _record_step(run, batch, names, timeline=None):
     """One instrumented step: the recorder with its events (and on CPU ``timeline``, a
-    :class:`~ckptzoo.memory.timeline.Timeline`, recorded from the same tracker; on CUDA it is
+    :class:`~ckptzoo.memory.measure.timeline.Timeline`, recorded from the same tracker; on CUDA it is
     made from the recorder's events, which read the allocator as it would)."""
     cuda = on_cuda(run)
     optimizer = run.runner.optimizer
@@ -292,14 +292,14 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
     The plain step is recorded first; on CPU, where the tracker attributes every storage to
     the unit that made it, ``'full'`` is derived from it (:func:`_derive_full`) instead of run.
     Every recorded step is the run's largest iteration: the optimizer's state exists from its
-    start (made first when there is none, :func:`~ckptzoo.memory.step.make_optimizer_state`,
+    start (made first when there is none, :func:`~ckptzoo.memory.measure.step.make_optimizer_state`,
     so a step the loss scaler skips cannot hide it), and with gradient accumulation it is a
     window's last iteration, the gradients held from its start
-    (:func:`~ckptzoo.memory.step.train_step`; the table's ``window``). ``derive_full=False``
+    (:func:`~ckptzoo.memory.measure.step.train_step`; the table's ``window``). ``derive_full=False``
     records ``'full'`` too (to check the derivation). Units are measured one by one (segments
     are lifted for the probe); the plan and segments in force are restored afterwards.
     ``chains`` (where segments may be formed) default to the model's own
-    (``checkpoint_chains()``). ``timeline`` (a :class:`~ckptzoo.memory.timeline.Timeline`, or
+    (``checkpoint_chains()``). ``timeline`` (a :class:`~ckptzoo.memory.measure.timeline.Timeline`, or
     None for none) records the plain step."""
     model = unwrap_model(run.runner.model)
     units = model.checkpoint_units()
@@ -369,7 +369,7 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
 def probe_modes(run: Run) -> tuple[str | None, ...]:
     """The modes worth probing: ``'offload'`` moves saved tensors to CPU memory, which saves
     nothing when the model already runs on the CPU."""
-    from ..runner.utils import get_model_device
+    from ...runner.utils import get_model_device
     if get_model_device(run.runner.model).type == 'cpu':
         return (None, 'full', 'selective')
     return MODES

@@ -115,7 +115,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 @pytest.fixture(scope='module')
 def retinanet(tmp_path_factory):
     from ckptzoo.apis import build_training, set_random_seed
-    from ckptzoo.memory.probe import probe_batch, train_step
+    from ckptzoo.memory.measure.probe import probe_batch, train_step
     tmp = tmp_path_factory.mktemp('shape_model')
     cfg = tiny_voc_retinanet(tmp, num_trainval=2)
     set_random_seed(0)
@@ -139,7 +139,7 @@ def retinanet(tmp_path_factory):
 def test_the_table_between_two_probes_predicts_the_measured_peak(retinanet, between):
     """Probed at 128x128 (one plain step) and 256x256 (plain, full, selective), the table at a
     shape in between predicts the measured peak of the plain and of the all-'full' plan."""
-    from ckptzoo.memory.probe import measure_step, probe
+    from ckptzoo.memory.measure.probe import measure_step, probe
     run, at = retinanet
     model = ShapeCostModel({(128, 128): probe(run, at((128, 128)), modes=(None, )),
                             (256, 256): probe(run, at((256, 256)))})

@@ -25,10 +25,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import Bbox, blended_transform_factory
 
-from .budget import format_bytes
-from .cost_table import MODES, CostTable
-from .peak import plan_from_modes, uniform_plan, unit_kept
-from .timeline import PHASES, Timeline
+from ..model.budget import format_bytes
+from ..model.cost_table import MODES, CostTable
+from ..model.peak import plan_from_modes, uniform_plan, unit_kept
+from ..measure.timeline import PHASES, Timeline
 
 __all__ = ['MAX_POINTS', 'MODE_STYLE', 'mode_name', 'Curve', 'TimelineData', 'timeline_series',
            'timeline_figure', 'UnitBar', 'UnitBars', 'unit_bars', 'units_figure', 'FixedBars',
@@ -356,7 +356,7 @@ class SweepPoints(NamedTuple):
 
 
 def sweep_points(sweep: Any) -> SweepPoints:
-    """A :class:`~ckptzoo.memory.baselines.Sweep` split into what the sweep chart draws."""
+    """A :class:`~ckptzoo.memory.model.baselines.Sweep` split into what the sweep chart draws."""
     stages = {k[len('stages '):]: v for k, v in sweep.baselines.items()
               if k.startswith('stages ')}
     named = {k: v for k, v in sweep.baselines.items() if not k.startswith('stages ')}

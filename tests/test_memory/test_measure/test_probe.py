@@ -11,8 +11,8 @@ from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.memory import Group, apply_plan, plan_modes, predict_peak, uniform_plan
-from ckptzoo.memory.probe import measure_step, probe, probe_batch, worst_case_shape
-from ckptzoo.memory.solver import chen_sqrt_plan, minimum_peak
+from ckptzoo.memory.measure.probe import measure_step, probe, probe_batch, worst_case_shape
+from ckptzoo.memory.model.solver import chen_sqrt_plan, minimum_peak
 from tests.helpers.configs import tiny_voc_retinanet
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -91,7 +91,7 @@ def test_ddp_bucket_bytes_are_the_reducers():
     subprocess); with gradient_as_bucket_view the buckets are the gradients: nothing added."""
     code = '''
 import os, torch, torch.nn as nn, torch.distributed as dist
-from ckptzoo.memory.probe import ddp_bucket_bytes
+from ckptzoo.memory.measure.probe import ddp_bucket_bytes
 os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=os.environ['PORT'])
 dist.init_process_group('gloo', rank=0, world_size=1)
 m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Conv2d(8, 4, 1))

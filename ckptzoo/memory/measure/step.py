@@ -16,11 +16,11 @@ import numpy as np
 import torch
 from mmengine.config import Config
 
-from ..runner.hooks.optimizer import OptimizerHook
-from ..runner.utils import cuda_device, get_model_device, move_to_device
-from ..core.mask import BitmapMasks, PolygonMasks
-from ..utils.model_wrapper import unwrap_model
-from ..utils.nested import iter_tensors
+from ...runner.hooks.optimizer import OptimizerHook
+from ...runner.utils import cuda_device, get_model_device, move_to_device
+from ...core.mask import BitmapMasks, PolygonMasks
+from ...utils.model_wrapper import unwrap_model
+from ...utils.nested import iter_tensors
 from .peak_meter import PeakMeter
 
 __all__ = ['Run', 'worst_case_shape', 'probe_batch', 'optimizer_hook',
@@ -41,8 +41,8 @@ class Run(Protocol):
 # ------------------------------------------------------------------------------------------
 def worst_case_shape(cfg: Config) -> tuple[int, int] | None:
     """The largest padded ``(H, W)`` the training pipeline can give a batch, or None: the
-    former name of :func:`ckptzoo.memory.batch_shapes.pipeline_bound`."""
-    from .batch_shapes import pipeline_bound
+    former name of :func:`ckptzoo.datasets.batch_shapes.pipeline_bound`."""
+    from ...datasets.batch_shapes import pipeline_bound
     return pipeline_bound(cfg)
 
 

@@ -1,4 +1,4 @@
-"""The probe's input (:func:`ckptzoo.memory.step.probe_batch`): a batch of exactly the shape
+"""The probe's input (:func:`ckptzoo.memory.measure.step.probe_batch`): a batch of exactly the shape
 asked for, padded or cropped with its metas and boxes, and, for a detector, exactly the number
 of ground-truth boxes asked for, so that the probe measures the memory that grows with them."""
 import copy
@@ -14,8 +14,8 @@ from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-from ckptzoo.memory.step import probe_batch
-from ckptzoo.memory.step_peak import measure_step
+from ckptzoo.memory.measure.step import probe_batch
+from ckptzoo.memory.measure.step_peak import measure_step
 from ckptzoo.core.bbox import MaxIoUAssigner
 from tests.helpers.configs import tiny_voc_retinanet
 

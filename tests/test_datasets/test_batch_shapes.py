@@ -10,8 +10,8 @@ from mmengine.config import Config
 
 from ckptzoo.datasets import build_dataloader, build_dataset, generate_coco
 from ckptzoo.datasets.pipelines.transforms import Resize
-from ckptzoo.memory.batch_shapes import loader_shapes, pipeline_bound
-from ckptzoo.memory.step import worst_case_shape
+from ckptzoo.datasets.batch_shapes import loader_shapes, pipeline_bound
+from ckptzoo.memory.measure.step import worst_case_shape
 
 EPOCHS = 30
 SEED = 3

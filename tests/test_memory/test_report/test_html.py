@@ -17,14 +17,14 @@ from mmengine.config import Config
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.apis.plan import plan_memory
 from ckptzoo.memory import (CostTable, PlanResult, UnitCost, predict_peak, uniform_plan)
-from ckptzoo.memory.baselines import Sweep, memory_time_sweep
-from ckptzoo.memory.charts import (MAX_POINTS, fixed_bars, fixed_figure, sweep_figure,
+from ckptzoo.memory.model.baselines import Sweep, memory_time_sweep
+from ckptzoo.memory.report.charts import (MAX_POINTS, fixed_bars, fixed_figure, sweep_figure,
                                    sweep_points, timeline_figure, timeline_series, unit_bars,
                                    units_figure)
-from ckptzoo.memory.html_report import memory_report_html, write_memory_report
-from ckptzoo.memory.step import probe_batch, train_step, worst_case_shape
-from ckptzoo.memory.step_peak import measure_step
-from ckptzoo.memory.timeline import PHASES, Timeline, TimelineSet
+from ckptzoo.memory.report.html import memory_report_html, write_memory_report
+from ckptzoo.memory.measure.step import probe_batch, train_step, worst_case_shape
+from ckptzoo.memory.measure.step_peak import measure_step
+from ckptzoo.memory.measure.timeline import PHASES, Timeline, TimelineSet
 from tests.helpers.configs import TINY
 
 MiB = 2 ** 20
@@ -243,7 +243,7 @@ def test_a_plan_without_table_or_timelines_and_buckets():
     """A plan read back from its file has no cost table: the page says how to get one. With
     batch-shape buckets, each has its row, its column of modes and its curve (the validation
     at its shape)."""
-    saved = PlanResult.from_json(json.loads(json.dumps(_synthetic(3, 10)[0].to_json())))
+    saved = PlanResult.from_dict(json.loads(json.dumps(_synthetic(3, 10)[0].to_dict())))
     html = memory_report_html(saved)
     assert 'No cost table' in html and 'No timeline was recorded' in html
     assert 'class="unit"' not in html and '<svg id="units"' not in html

@@ -6,16 +6,16 @@ import pytest
 
 from ckptzoo.memory import (Bucket, InfeasibleBudget, ShapeCostModel, bucket_for,
                             choose_buckets, plan_from_modes, predict_time, solve_buckets)
-from ckptzoo.memory.buckets import _make_monotone
+from ckptzoo.memory.model.buckets import _make_monotone
 
 from tests.helpers.plans import table_at
 
 
 def test_bucket_json_round_trip():
     b = Bucket((800, 1333), {'u0': 'full', 'u1': None}, [['u1', 'u2']], 123, 0.5)
-    data = b.to_json()
+    data = b.to_dict()
     assert data['shape'] == [800, 1333]
-    assert Bucket.from_json(data) == b and Bucket.from_json(data).shape == (800, 1333)
+    assert Bucket.from_dict(data) == b and Bucket.from_dict(data).shape == (800, 1333)
     with pytest.raises(ValueError, match=r'positive ints, got \(800, -1\)'):
         Bucket((800, -1), {})
 

@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from ..datasets.builder import GroupSampler, build_dataloader
-from ..datasets.pipelines.transforms import rescale_size
+from .builder import GroupSampler, build_dataloader
+from .pipelines.transforms import rescale_size
 from ..registry import build_transform
-from ..datasets.train_config import train_pipeline
+from .train_config import train_pipeline
 
 __all__ = ['GroupShapes', 'LoaderShapes', 'loader_shapes', 'pipeline_bound', 'SHAPE_KEEPING']
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from mmengine.config import Config
 
-import ckptzoo.memory.timing as timing
+import ckptzoo.memory.measure.timing as timing
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.memory.probe import measure_step, probe_batch
+from ckptzoo.memory.measure.probe import measure_step, probe_batch
 from tests.helpers.configs import TINY
 
 A = {'backbone.layer1.0': 'full'}

@@ -53,7 +53,7 @@ class Bucket:
         """Whether a batch of padded ``shape`` fits this bucket."""
         return shape[0] <= self.shape[0] and shape[1] <= self.shape[1]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """As JSON data (the shape as ``[H, W]``)."""
         return dict(shape=list(self.shape), plan=dict(self.plan),
                     segments=[list(s) for s in self.segments],
@@ -62,8 +62,8 @@ class Bucket:
                     measured_peak_bytes=self.measured_peak_bytes)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Bucket:
-        """From :meth:`to_json`'s data."""
+    def from_dict(cls, d: dict[str, Any]) -> Bucket:
+        """From :meth:`to_dict`'s data."""
         return cls(tuple(d['shape']), dict(d['plan']), [list(s) for s in d.get('segments', [])],
                    d.get('predicted_peak_bytes', 0), d.get('predicted_step_time'),
                    d.get('measured_peak_bytes'))
@@ -181,7 +181,7 @@ def _fits(model, shape, plan, segments, budget):
 def solve_buckets(model: ShapeCostModel, shapes: Iterable[Shape], budget: int,
                   segments: bool = True) -> list[Bucket]:
     """A :class:`Bucket` per bound in ``shapes``, the largest (by pixels) first: the solver's
-    plan (:func:`~ckptzoo.memory.solver.choose_plan`) on the cost model's table at the bound.
+    plan (:func:`~ckptzoo.memory.model.solver.choose_plan`) on the cost model's table at the bound.
 
     The largest bound must fit: otherwise :class:`InfeasibleBudget` names its shape and the
     smallest budget that fits it. A smaller bound that nothing fits (memory that does not grow

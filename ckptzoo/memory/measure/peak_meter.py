@@ -3,7 +3,7 @@
 On CUDA the allocator's statistics: ``reset_peak_memory_stats`` at the start,
 ``max_memory_allocated`` (and ``max_memory_reserved``) at the end, of one device (None: the
 current one). On CPU, where there is no allocator statistic, the exact peak of live tensor
-storage (:class:`~ckptzoo.memory.trackers.LiveTensorTracker`), counting the storages of the
+storage (:class:`~ckptzoo.memory.measure.trackers.LiveTensorTracker`), counting the storages of the
 objects given (model, optimizer, batch: what the work holds from its start) from the start.
 The meter does not synchronise: the callers that time the work synchronise around it.
 """

@@ -1,12 +1,12 @@
 """The memory report: one HTML page that shows where a planned step's memory goes.
 
 It opens from disk with no network: styles, charts (matplotlib figures inlined as SVG by
-:mod:`~ckptzoo.memory.charts`, text kept as text) and a few lines of script (sorting the unit
+:mod:`~ckptzoo.memory.report.charts`, text kept as text) and a few lines of script (sorting the unit
 table; noting whether any chart's texts overlap as the browser laid them out) are all in the
 file. Sections: the
 plan's numbers (budget, predicted and measured peak, the options the outer search took); the
 step's memory over time (plain, the plan, each batch-shape bucket; from
-:mod:`~ckptzoo.memory.timeline`); per unit the bytes kept and the recompute per mode and the
+:mod:`~ckptzoo.memory.measure.timeline`); per unit the bytes kept and the recompute per mode and the
 mode chosen, as a chart and a sortable table; the fixed memory beside the activations; with a
 sweep, the memory / time trade-off of the planner against the plans set by hand.
 """
@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from .baselines import Sweep, memory_time_sweep
-from .budget import format_bytes
+from ..model.baselines import Sweep, memory_time_sweep
+from ..model.budget import format_bytes
 from .charts import (fixed_bars, fixed_figure, mode_name, svg, sweep_figure, sweep_points,
                      timeline_figure, timeline_series, unit_bars, units_figure)
-from .peak import window_iteration
-from .plan_file import PlanResult
-from .timeline import Timeline
+from ..model.peak import window_iteration
+from ..plan_file import PlanResult
+from ..measure.timeline import Timeline
 
 __all__ = ['memory_report_html', 'write_memory_report']
 
@@ -158,7 +158,7 @@ def _timeline_section(curves: Mapping[str, Timeline], result: PlanResult) -> str
     head = '<h2>The step\'s memory over time</h2>'
     if not curves:
         return head + ('<p class="note">No timeline was recorded: give the planning a '
-                       '<code>ckptzoo.memory.timeline.TimelineSet()</code> '
+                       '<code>ckptzoo.memory.measure.timeline.TimelineSet()</code> '
                        '(<code>plan_memory(..., timelines=...)</code>).</p>')
     data = timeline_series(curves)
     main = data.curves.get('plan') or next(iter(data.curves.values()))
@@ -270,11 +270,11 @@ def write_memory_report(result: PlanResult, path: str, timelines: Any = None,
                         sweep: Any = None, title: str | None = None) -> str:
     """Write the report of ``result`` (with its cost ``table``) to ``path``; returns ``path``.
 
-    ``timelines``: the :class:`~ckptzoo.memory.timeline.TimelineSet` given to the planning
+    ``timelines``: the :class:`~ckptzoo.memory.measure.timeline.TimelineSet` given to the planning
     (``plan_memory(..., timelines=timelines)``), or ``{label: Timeline}``; the
     curve labelled ``'plan'`` is the chosen plan's, its maximum the measured peak. ``sweep``:
     True to draw the memory / time trade-off from the table, or a
-    :class:`~ckptzoo.memory.baselines.Sweep`."""
+    :class:`~ckptzoo.memory.model.baselines.Sweep`."""
     html = memory_report_html(result, timelines, sweep, title)
     with open(path, 'w', encoding='utf-8') as f:
         f.write(html)

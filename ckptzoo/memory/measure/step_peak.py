@@ -1,7 +1,7 @@
 """The peak memory and the time of one training step with the plan in force: the one
 measurement the probe's validation, the timing and the benchmarks share. It runs the step of
-:mod:`~ckptzoo.memory.step` and, asked for a curve, records it with
-:mod:`~ckptzoo.memory.timeline` (which runs steps the same way: neither imports this)."""
+:mod:`~ckptzoo.memory.measure.step` and, asked for a curve, records it with
+:mod:`~ckptzoo.memory.measure.timeline` (which runs steps the same way: neither imports this)."""
 from __future__ import annotations
 
 import time
@@ -18,8 +18,8 @@ __all__ = ['measure_step']
 
 def measure_step(run: Run, batch: dict[str, Any], timeline: Any = None) -> tuple[int, float]:
     """``(peak bytes, seconds)`` of one step with the plan in force: the exact live-tensor
-    peak on CPU, ``max_memory_allocated`` on CUDA (:class:`~ckptzoo.memory.peak_meter.PeakMeter`).
-    ``timeline`` (a :class:`~ckptzoo.memory.timeline.Timeline`, or None for none) records the
+    peak on CPU, ``max_memory_allocated`` on CUDA (:class:`~ckptzoo.memory.measure.peak_meter.PeakMeter`).
+    ``timeline`` (a :class:`~ckptzoo.memory.measure.timeline.Timeline`, or None for none) records the
     step's memory over time, its maximum the peak returned."""
     if timeline is not None:
         return measure_with_timeline(run, batch, timeline)

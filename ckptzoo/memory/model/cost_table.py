@@ -15,8 +15,8 @@ from typing import Any
 
 import torch.nn as nn
 
-from ..models.checkpointing import MODES
-from ..utils.model_wrapper import unwrap_model
+from ...models.checkpointing import MODES
+from ...utils.model_wrapper import unwrap_model
 
 __all__ = ['MODES', 'UnitCost', 'CostTable', 'mode_key', 'mode_from_key', 'model_chains']
 
@@ -90,7 +90,7 @@ class CostTable:
     (parameters, gradients, optimizer state, batch ...), for reports. ``window``: the
     ``cumulative_iters`` of the run probed: every number is of the step of the window's last
     iteration, which holds the gradients of those before it from its start
-    (:func:`~ckptzoo.memory.step.hold_window_gradients`; 1: every iteration steps).
+    (:func:`~ckptzoo.memory.measure.step.hold_window_gradients`; 1: every iteration steps).
     """
 
     units: list[UnitCost]

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..utils.model_wrapper import unwrap_model
+from ...utils.model_wrapper import unwrap_model
 from .step import Run, on_cuda, train_step
 from .step_peak import measure_step
 
@@ -112,7 +112,7 @@ def median_times(times: Mapping[Hashable, Sequence[float]]) -> dict[Hashable, fl
 
 def measured_peaks(run: Run, batch: dict[str, Any],
                    plans: Mapping[Hashable, TimedPlan]) -> dict[Hashable, int]:
-    """``{key: peak bytes}`` of one step per plan (:func:`~ckptzoo.memory.step.measure_step`:
+    """``{key: peak bytes}`` of one step per plan (:func:`~ckptzoo.memory.measure.step.measure_step`:
     exact live-tensor bytes on CPU, ``max_memory_allocated`` on CUDA), from the same start."""
     peaks = {}
     with _each_from_the_same_start(run) as reset:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import torch.nn as nn
 
-from ..utils.model_wrapper import unwrap_model
+from ...utils.model_wrapper import unwrap_model
 from .cost_table import CostTable
 
 __all__ = ['Group', 'Plan', 'check_plan', 'kept_bytes', 'peak_points', 'peak_point',

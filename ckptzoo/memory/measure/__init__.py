@@ -1,0 +1,1 @@
+"""Training steps run outside the loop and measured: trackers, the peak meter, the probe, timelines, timing."""

@@ -1,0 +1,1 @@
+"""What the user reads about a plan: the text table, the HTML report and its charts."""
