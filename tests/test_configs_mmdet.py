@@ -241,3 +241,31 @@ def test_mmdet_two_stage_config_trains_with_the_savers(name, data_tree, tmp_path
     if 'cascade' in name:
         assert all(f's{i}.loss_bbox' in train_lines[-1] for i in range(3)), train_lines[-1]
     assert ('loss_mask' in train_lines[-1]) == masks and ('segm_mAP:' in val_line) == masks
+
+
+# the R-CNN variants' folders: every config builds but those waiting on a type not written yet
+RCNN_VARIANT_FOLDERS = ('double_heads', 'dynamic_rcnn', 'groie', 'libra_rcnn', 'pisa')
+RCNN_VARIANT_PENDING = {
+    'groie/': 'GeneralizedAttention post module (and GridRCNN / ContextBlock for some)',
+    'libra_rcnn/': 'BalancedL1Loss, CombinedSampler / IoUBalancedNegSampler (and FastRCNN)',
+    'pisa/pisa_faster': 'ScoreHLRSampler', 'pisa/pisa_mask': 'ScoreHLRSampler',
+    'pisa/pisa_retinanet': 'PISARetinaHead', 'pisa/pisa_ssd': 'SSDVGG / PISASSDHead'}
+RCNN_VARIANT_CONFIGS = model_configs(MMDET_CONFIGS, RCNN_VARIANT_FOLDERS) \
+    if MMDET_CONFIGS else []
+
+
+def _pending(name):
+    return next((why for prefix, why in RCNN_VARIANT_PENDING.items()
+                 if name.startswith(prefix)), None)
+
+
+@pytest.mark.parametrize('name', RCNN_VARIANT_CONFIGS)
+def test_mmdet_rcnn_variant_config_builds_on_meta(name):
+    """Double-Head, Dynamic, GRoIE, Libra and PISA configs build unchanged; a config whose
+    missing type is pending fails with that type's name (and passes the day it exists)."""
+    reason = try_build(osp.join(MMDET_CONFIGS, name))
+    why = _pending(name)
+    if why is None:
+        assert reason is None, reason
+    elif reason is not None:
+        pytest.xfail(f'pending: {why} ({reason[:120]})')
