@@ -3,9 +3,11 @@
 standard and the cascade RoI heads."""
 from .bbox_heads import BBoxHead, ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
 from .cascade_roi_head import CascadeRoIHead
-from .mask_heads import FCNMaskHead
+from .htc_roi_head import HybridTaskCascadeRoIHead
+from .mask_heads import FCNMaskHead, FusedSemanticHead, HTCMaskHead
 from .roi_extractors import SingleRoIExtractor
 from .standard_roi_head import StandardRoIHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
-           'CascadeRoIHead', 'FCNMaskHead', 'SingleRoIExtractor', 'StandardRoIHead']
+           'CascadeRoIHead', 'FCNMaskHead', 'FusedSemanticHead', 'HTCMaskHead',
+           'HybridTaskCascadeRoIHead', 'SingleRoIExtractor', 'StandardRoIHead']
