@@ -41,6 +41,8 @@ TWO_STAGE = ['faster_rcnn/faster_rcnn_r50_fpn_1x_coco.py', 'mask_rcnn/mask_rcnn_
              'faster_rcnn/faster_rcnn_r50_fpn_mstrain_3x_coco.py',
              'cascade_rcnn/cascade_rcnn_r50_fpn_1x_coco.py',
              'cascade_rcnn/cascade_mask_rcnn_r50_fpn_1x_coco.py']
+# HTC's, built with their datasets too (the semantic maps of data/coco/stuffthingmaps/)
+HTC = ['htc/htc_without_semantic_r50_fpn_1x_coco.py', 'htc/htc_r50_fpn_1x_coco.py']
 # every config of the folders whose model families the zoo has, built on the meta device (no
 # weights allocated); the ones above also build their datasets, runner and hooks
 FAMILY_FOLDERS = ('cascade_rcnn', )
@@ -49,6 +51,9 @@ FAMILY_CONFIGS = model_configs(MMDET_CONFIGS, FAMILY_FOLDERS) if MMDET_CONFIGS e
 VARIANT_CONFIGS = (model_configs(MMDET_CONFIGS, ('ms_rcnn', 'fast_rcnn')) + sorted(
     r for r in model_configs(MMDET_CONFIGS, ('faster_rcnn', 'mask_rcnn')) if '_c4_' in r)
 ) if MMDET_CONFIGS else []
+# HTC's folder: its one deformable-conv (DCN) backbone is out of the zoo's ResNet for now
+HTC_LEFT_OUT = {'htc/htc_x101_64x4d_fpn_dconv_c3-c5_mstrain_400_1400_16x1_20e_coco.py'}
+HTC_CONFIGS = model_configs(MMDET_CONFIGS, ('htc', )) if MMDET_CONFIGS else []
 COCO_NAMES = ('person', 'bicycle', 'car')
 VOC_NAMES = ('aeroplane', 'bicycle', 'bird')
 
@@ -63,7 +68,7 @@ def data_tree(tmp_path_factory):
     """The trees mmdet's configs point at (data/coco, data/VOCdevkit), tiny."""
     root = tmp_path_factory.mktemp('mmdet_data')
     generate_coco(str(root / 'data' / 'coco'), num_train=4, num_val=3, img_size=(48, 64),
-                  names=COCO_NAMES, cat_ids=(1, 2, 3))
+                  names=COCO_NAMES, cat_ids=(1, 2, 3), stuff_maps=True)
     for year, seed in (('VOC2007', 0), ('VOC2012', 1)):
         generate_voc(str(root / 'data'), num_trainval=2, num_test=2, img_size=(48, 64),
                      seed=seed, year=year, names=VOC_NAMES)
@@ -75,7 +80,7 @@ def test_the_23_retinanet_configs_are_found():
     assert LEFT_OUT <= set(RETINANET)
 
 
-@pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT] + TWO_STAGE)
+@pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT] + TWO_STAGE + HTC)
 def test_mmdet_config_builds(name, data_tree, tmp_path, monkeypatch):
     monkeypatch.chdir(data_tree)  # the configs' relative data_root: data/coco/, data/VOCdevkit/
     cfg = Config.fromfile(osp.join(MMDET_CONFIGS, name))
@@ -85,7 +90,7 @@ def test_mmdet_config_builds(name, data_tree, tmp_path, monkeypatch):
     for fn in ('kaiming_uniform_', 'uniform_'):
         monkeypatch.setattr(torch.nn.init, fn, lambda tensor, *args, **kwargs: tensor)
     model = build_model(cfg.model)
-    if cfg.model.type == 'CascadeRCNN':
+    if cfg.model.type in ('CascadeRCNN', 'HybridTaskCascade'):
         assert [h.num_classes for h in model.roi_head.bbox_head] == \
             [h.num_classes for h in cfg.model.roi_head.bbox_head]
         assert model.with_mask == ('mask_head' in cfg.model.roi_head)
@@ -128,7 +133,12 @@ def test_the_27_cascade_rcnn_configs_are_found():
     assert len(FAMILY_CONFIGS) == 27 and set(TWO_STAGE[-2:]) <= set(FAMILY_CONFIGS)
 
 
-@pytest.mark.parametrize('name', FAMILY_CONFIGS)
+def test_the_7_htc_configs_are_found():
+    assert len(HTC_CONFIGS) == 7 and set(HTC) | HTC_LEFT_OUT <= set(HTC_CONFIGS)
+
+
+@pytest.mark.parametrize('name', FAMILY_CONFIGS + [n for n in HTC_CONFIGS
+                                                   if n not in HTC_LEFT_OUT])
 def test_mmdet_family_config_builds_on_meta(name):
     """Every config of the folder (ResNet / ResNeXt, caffe style, 1x / 20e / mstrain 3x)
     builds its model unchanged."""
@@ -148,7 +158,7 @@ def test_mmdet_rcnn_variant_config_builds_on_meta(name):
 
 
 @pytest.mark.parametrize('name', [n for n in RETINANET if n not in LEFT_OUT] + TWO_STAGE +
-                         VARIANT_CONFIGS)
+                         VARIANT_CONFIGS + HTC)
 def test_mmdet_config_passes_the_config_check(name):
     """Every key of mmdet's own configs is one ckptzoo reads: the check refuses none."""
     cfg = load_config(osp.join(MMDET_CONFIGS, name))
@@ -162,7 +172,7 @@ def _plain(value):
 
 @pytest.mark.parametrize('name', ['retinanet/retinanet_r50_fpn_1x_coco.py',
                                   'retinanet/retinanet_r50_fpn_mstrain_640-800_3x_coco.py'] +
-                         TWO_STAGE[:3] + TWO_STAGE[-2:])
+                         TWO_STAGE[:3] + TWO_STAGE[-2:] + HTC)
 def test_project_coco_configs_mean_what_mmdets_do(name):
     """configs/coco/ is written anew in the same schema; the effective settings agree."""
     ours = Config.fromfile(osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),

@@ -110,6 +110,8 @@ class CustomDataset(Dataset):
         self.pipeline = Compose(pipeline)
         if any(isinstance(t, LoadAnnotations) and t.with_mask for t in self.pipeline.transforms):
             self.check_mask_annotations()
+        if any(isinstance(t, LoadAnnotations) and t.with_seg for t in self.pipeline.transforms):
+            self.check_semantic_maps()
 
     def __len__(self):
         return len(self.data_infos)
@@ -177,6 +179,27 @@ class CustomDataset(Dataset):
             warnings.warn(f'{type(self).__name__} {self.ann_file!r}: {dropped} polygons of '
                           f'fewer than 3 points are dropped (as mmdet drops them); their '
                           f'masks keep their other polygons')
+
+    def check_semantic_maps(self):
+        """Run when the pipeline has ``LoadAnnotations(with_seg=True)``, before any training:
+        ``seg_prefix`` is set and every image's ``seg_map`` file is there (an error names the
+        missing files; mmdet failed on the first one read, mid-training)."""
+        where = f'{type(self).__name__} {self.ann_file!r}'
+        if self.seg_prefix is None:
+            raise ValueError(f"{where}: the pipeline has LoadAnnotations(with_seg=True) but the "
+                             f"dataset has no seg_prefix (the semantic maps' folder)")
+        missing = []
+        for i, info in enumerate(self.data_infos):
+            seg_map = self.get_ann_info(i).get('seg_map')
+            if seg_map is None:
+                raise ValueError(f'{where}: image {info.get("filename", i)!r} has no seg_map '
+                                 f'(LoadAnnotations(with_seg=True) reads one per image)')
+            if not osp.isfile(osp.join(self.seg_prefix, seg_map)):
+                missing.append(osp.join(self.seg_prefix, seg_map))
+        if missing:
+            raise FileNotFoundError(f'{where}: {len(missing)} of {len(self.data_infos)} '
+                                    f'semantic maps are missing, e.g. {missing[:3]} '
+                                    f'(LoadAnnotations(with_seg=True))')
 
     def pre_pipeline(self, results):
         results['img_prefix'] = self.img_prefix

@@ -6,6 +6,7 @@ Layout (what ``CocoDataset`` and mmdet 2.x's ``coco_detection.py`` read)::
     root/annotations/instances_train2017.json, instances_val2017.json
     root/train2017/000000001000.jpg ...
     root/val2017/...
+    root/stuffthingmaps/train2017/000000001000.png ...   (with ``stuff_maps=True``)
 
 The shapes and images are those of :mod:`ckptzoo.datasets.synthetic_voc`, written as COCO
 annotations: ``bbox`` ``[x, y, w, h]`` of the shape's pixels, ``area`` its pixel count,
@@ -14,6 +15,11 @@ consecutive, as in COCO, so code that confuses ids with indices fails. Some imag
 object (the second of each split always), and some hold a crowd: a cluster of small shapes of
 one class under one ``iscrowd=1`` box with an uncompressed RLE mask (the first image of each
 split holds only a crowd). The same arguments give byte-identical files.
+
+``stuff_maps=True`` also writes each image's semantic map, as COCO-stuff's ``stuffthingmaps``
+that HTC trains on (mmdet's ``seg_prefix``; ``seg_map`` is the image's name with ``.png``): a
+single-channel uint8 PNG of the image's size, every object's pixels its ``category_id - 1``
+(COCO-stuff's labels), 255 (ignored) elsewhere. The images and annotations are unchanged.
 
 Users' data is rarely one size: ``img_shapes`` gives each image its ``(h, w)`` in turn
 (landscape, portrait, wide, square ...), and ``crowded_objects`` makes the third image of each
@@ -37,6 +43,7 @@ from .synthetic_voc import (SHAPE_COLORS, SYNTHETIC_CLASSES, _draw, _iou, _make_
                             _size_ranges, write_once)
 
 MARKER = '.ckptzoo_synthetic_coco_complete.json'
+STUFF_DIR = 'stuffthingmaps'  # mmdet's seg_prefix: data/coco/stuffthingmaps/train2017/
 CROWD_SHAPE_SIZE = (6, 9)  # px: the small shapes a crowd is made of
 CROWDED_INDEX = 2  # the image of each split that ``crowded_objects`` fills
 CROWDED_ATTEMPTS = 200  # tries per object of the crowded image at a free spot
@@ -93,9 +100,23 @@ def _add_crowd(rng, img, boxes, classes):
     return cls, mask
 
 
+def _write_stuff_map(path, shape, objects):
+    """The semantic map: each object's pixels ``category_id - 1`` (later ones on top),
+    255 elsewhere."""
+    seg = np.full(shape, 255, dtype=np.uint8)
+    for cat_id, mask in objects:
+        seg[mask > 0] = cat_id - 1
+    ok, buf = cv2.imencode('.png', seg)
+    if not ok:
+        raise OSError(f'PNG encoding failed for the semantic map {path}')
+    buf.tofile(path)
+
+
 def _split(rng, tmp, split, n, first_img_id, first_ann_id, cat_ids, classes, h_range, w_range,
-           obj_size, max_objects, crowd_ratio, img_shapes=None, crowded=None):
+           obj_size, max_objects, crowd_ratio, img_shapes=None, crowded=None, stuff=False):
     os.makedirs(osp.join(tmp, split))
+    if stuff:
+        os.makedirs(osp.join(tmp, STUFF_DIR, split))
     images, anns = [], []
     ann_id = first_ann_id
     for i in range(n):
@@ -128,6 +149,9 @@ def _split(rng, tmp, split, n, first_img_id, first_ann_id, cat_ids, classes, h_r
         if not ok:
             raise OSError(f'JPEG encoding failed for image {file_name}')
         buf.tofile(osp.join(tmp, split, file_name))
+        if stuff:
+            _write_stuff_map(osp.join(tmp, STUFF_DIR, split, f'{img_id:012d}.png'),
+                             img.shape[:2], [(cat_ids[cls], mask) for cls, mask, _ in items])
         images.append(dict(id=img_id, file_name=file_name, height=int(img.shape[0]),
                            width=int(img.shape[1])))
         for cls, mask, iscrowd in items:
@@ -142,7 +166,7 @@ def _split(rng, tmp, split, n, first_img_id, first_ann_id, cat_ids, classes, h_r
 def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)),
                   classes=SYNTHETIC_CLASSES, names=None, cat_ids=None, seed=0,
                   obj_size=(16, 48), max_objects=3, crowd_ratio=0.2, img_shapes=None,
-                  crowded_objects=0, crowded_obj_size=(8, 24)):
+                  crowded_objects=0, crowded_obj_size=(8, 24), stuff_maps=False):
     """Write the dataset into ``root`` unless it is already complete with the same arguments;
     return ``root``.
 
@@ -150,6 +174,7 @@ def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)
     ``img_shapes[i % len(img_shapes)]`` instead of a random one within ``img_size``.
     ``crowded_objects`` (> 0) fills the third image of each split with exactly that many shapes
     of ``crowded_obj_size`` px (an error when they do not fit); 0 makes no crowded image.
+    ``stuff_maps`` also writes the semantic maps under ``root/stuffthingmaps/<split>/``.
 
     ``names`` (one per class) are the category names written instead of the shape names, e.g.
     COCO's, so a config with COCO's 80 classes reads the data; ``cat_ids`` their ids (default
@@ -206,6 +231,11 @@ def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)
         params['crowded_objects'] = crowded_objects
         params['crowded_obj_size'] = list(crowded_obj_size)
     crowded = (crowded_objects, crowded_obj_size) if crowded_objects else None
+    if stuff_maps:
+        params['stuff_maps'] = True
+    if any(c > 256 for c in cat_ids) and stuff_maps:
+        raise ValueError(f'stuff_maps hold category_id - 1 in uint8: cat_ids must be at most '
+                         f'256, got {cat_ids!r}')
 
     root = osp.abspath(root)
 
@@ -218,7 +248,7 @@ def generate_coco(root, num_train=64, num_val=16, img_size=((96, 128), (96, 128)
                                        ('val2017', num_val, 500000)):
             images, anns, ann_id = _split(rng, tmp, split, n, first_img_id, ann_id, cat_ids,
                                           classes, h_range, w_range, obj_size, max_objects,
-                                          crowd_ratio, img_shapes, crowded)
+                                          crowd_ratio, img_shapes, crowded, stuff_maps)
             with open(osp.join(tmp, 'annotations', f'instances_{split}.json'), 'w',
                       encoding='utf-8') as f:
                 json.dump(dict(info=dict(description='ckptzoo synthetic shapes', version='1'),
@@ -247,10 +277,12 @@ def main(argv=None):
                         help='image sizes used in turn, HxW,HxW,... e.g. 480x640,640x480')
     parser.add_argument('--crowded-objects', type=int, default=0,
                         help='shapes in the third image of each split (0: none)')
+    parser.add_argument('--stuff-maps', action='store_true',
+                        help='also write the semantic maps (root/stuffthingmaps/<split>/)')
     args = parser.parse_args(argv)
     out = generate_coco(args.root, num_train=args.num_train, num_val=args.num_val,
                         seed=args.seed, img_shapes=args.img_shapes,
-                        crowded_objects=args.crowded_objects)
+                        crowded_objects=args.crowded_objects, stuff_maps=args.stuff_maps)
     print(f'synthetic COCO dataset ready at {out}')
 
 

@@ -199,3 +199,34 @@ def cascade_cfg(num_classes=3, feat=16, fc=32, with_mask=True, num_stages=3,
         test_cfg=dict(rpn=RPN_TEST_CFG,
                       rcnn=dict(score_thr=score_thr, nms=dict(type='nms', iou_threshold=0.5),
                                 max_per_img=max_per_img, mask_thr_binary=0.5)))
+
+
+def htc_cfg(with_semantic=True, interleaved=True, mask_info_flow=True, semantic_fusion=None,
+            seg_classes=5, **kw):
+    """mmdet's htc(_without_semantic)_r50_fpn_1x_coco.py model at ``cascade_cfg``'s sizes:
+    HTCMaskHead per stage (the first without conv_res), and with ``with_semantic`` a
+    FusedSemanticHead fused at stride 8."""
+    cfg = cascade_cfg(**kw)
+    cfg['type'] = 'HybridTaskCascade'
+    roi = cfg['roi_head']
+    roi.update(type='HybridTaskCascadeRoIHead', interleaved=interleaved,
+               mask_info_flow=mask_info_flow)
+    feat = roi['bbox_roi_extractor']['out_channels']
+    if 'mask_head' in roi:
+        head = roi.pop('mask_head')
+        roi['mask_head'] = [dict(head, type='HTCMaskHead', with_conv_res=i > 0)
+                            for i in range(roi['num_stages'])]
+    if with_semantic:
+        roi.update(
+            semantic_roi_extractor=dict(
+                type='SingleRoIExtractor',
+                roi_layer=dict(type='RoIAlign', output_size=14, sampling_ratio=0),
+                out_channels=feat, featmap_strides=[8]),
+            semantic_head=dict(type='FusedSemanticHead', num_ins=5, fusion_level=1,
+                               num_convs=2, in_channels=feat, conv_out_channels=feat,
+                               num_classes=seg_classes,
+                               loss_seg=dict(type='CrossEntropyLoss', ignore_index=255,
+                                             loss_weight=0.2)))
+        if semantic_fusion is not None:
+            roi['semantic_fusion'] = semantic_fusion
+    return cfg

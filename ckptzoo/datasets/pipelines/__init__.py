@@ -3,10 +3,10 @@ from .formatting import (Collect, DefaultFormatBundle, ImageToTensor, ToDataCont
                          ToTensor, to_tensor)
 from .loading import LoadAnnotations, LoadImageFromFile, LoadImageFromWebcam, LoadProposals
 from .test_time_aug import MultiScaleFlipAug
-from .transforms import Normalize, Pad, RandomFlip, Resize
+from .transforms import Normalize, Pad, RandomFlip, Resize, SegRescale
 
 __all__ = ['Compose', 'Collect', 'DefaultFormatBundle', 'ImageToTensor', 'ToDataContainer',
            'ToTensor', 'to_tensor', 'LoadAnnotations', 'LoadImageFromFile', 'LoadImageFromWebcam',
            'LoadProposals',
            'MultiScaleFlipAug',
-           'Normalize', 'Pad', 'RandomFlip', 'Resize']
+           'Normalize', 'Pad', 'RandomFlip', 'Resize', 'SegRescale']

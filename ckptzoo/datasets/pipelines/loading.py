@@ -99,8 +99,12 @@ class LoadImageFromWebcam(LoadImageFromFile):
 
 @TRANSFORMS.register_module()
 class LoadAnnotations:
-    """mmdet 2.x ``LoadAnnotations``: boxes, labels and instance masks (segmentation maps are
-    not supported and raise).
+    """mmdet 2.x ``LoadAnnotations``: boxes, labels, instance masks and semantic maps.
+
+    ``with_seg`` reads ``seg_prefix`` + ``ann_info['seg_map']`` (COCO-stuff's PNGs for HTC) as
+    it is stored (``'unchanged'``, squeezed) into ``results['gt_semantic_seg']``, listed in
+    ``seg_fields``; a missing or unreadable map is an error naming the file and the image
+    (datasets check every map before training: ``CustomDataset.check_semantic_maps``).
 
     ``with_mask`` reads ``ann_info['masks']`` (COCO ``segmentation``: polygons or RLE, one per
     gt box) into ``results['gt_masks']``, listed in ``mask_fields``: ``BitmapMasks`` of the
@@ -115,13 +119,10 @@ class LoadAnnotations:
 
     def __init__(self, with_bbox=True, with_label=True, with_mask=False, with_seg=False,
                  poly2mask=True, denorm_bbox=False, file_client_args=dict(backend='disk')):
-        if with_seg:
-            raise NotImplementedError(
-                f'LoadAnnotations supports boxes, labels and instance masks; semantic '
-                f'segmentation maps are not supported, got with_seg={with_seg}')
         self.with_bbox = with_bbox
         self.with_label = with_label
         self.with_mask = with_mask
+        self.with_seg = with_seg
         self.poly2mask = poly2mask
         self.denorm_bbox = denorm_bbox
 
@@ -185,11 +186,34 @@ class LoadAnnotations:
             results['gt_labels'] = np.array(results['ann_info']['labels'], dtype=np.int64)
         if self.with_mask:
             results = self._load_masks(results)
+        if self.with_seg:
+            results = self._load_semantic_seg(results)
+        return results
+
+    def _load_semantic_seg(self, results):
+        name = results.get('img_info', {}).get('filename')
+        where = f'LoadAnnotations(with_seg=True): image {name!r}'
+        seg_map = results['ann_info'].get('seg_map')
+        if seg_map is None:
+            raise ValueError(f'{where} has no seg_map in its annotation (CocoDataset sets it '
+                             f'to the image name with .png)')
+        if results.get('seg_prefix') is None:
+            raise ValueError(f"{where}: the dataset has no seg_prefix (the semantic maps' "
+                             f'folder, e.g. data/coco/stuffthingmaps/train2017/)')
+        filename = osp.join(results['seg_prefix'], seg_map)
+        try:
+            seg = imread(filename, 'unchanged')
+        except OSError as e:
+            raise FileNotFoundError(f'{where}: cannot read its semantic map {filename!r}: '
+                                    f'{e}') from None
+        results['gt_semantic_seg'] = seg.squeeze()
+        results.setdefault('seg_fields', []).append('gt_semantic_seg')
         return results
 
     def __repr__(self):
         return (f'{self.__class__.__name__}(with_bbox={self.with_bbox}, '
                 f'with_label={self.with_label}, with_mask={self.with_mask}, '
+                f'with_seg={self.with_seg}, '
                 f'poly2mask={self.poly2mask})')
 
 

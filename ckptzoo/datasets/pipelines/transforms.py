@@ -139,6 +139,15 @@ class Resize:
             else:
                 results[key] = results[key].resize(results['img_shape'][:2])
 
+    def _resize_seg(self, results):
+        """Semantic maps (``seg_fields``), nearest neighbour: rescaled by ``scale`` when
+        keeping the ratio, else resized to it (as mmdet)."""
+        for key in results.get('seg_fields', []):
+            if self.keep_ratio:
+                results[key] = imrescale(results[key], results['scale'], 'nearest')
+            else:
+                results[key] = imresize(results[key], results['scale'], 'nearest')[0]
+
     def __call__(self, results):
         if 'scale' not in results:
             if 'scale_factor' in results:
@@ -161,6 +170,7 @@ class Resize:
         self._resize_img(results)
         self._resize_bboxes(results)
         self._resize_masks(results)
+        self._resize_seg(results)
         return results
 
     def __repr__(self):
@@ -245,6 +255,8 @@ class RandomFlip:
                 results[key] = self.bbox_flip(results[key], results['img_shape'], direction)
             for key in results.get('mask_fields', []):
                 results[key] = results[key].flip(direction)
+            for key in results.get('seg_fields', []):
+                results[key] = imflip(results[key], direction)
         return results
 
     def __repr__(self):
@@ -280,7 +292,8 @@ class Normalize:
 class Pad:
     """Pad on the bottom/right to a fixed ``size=(h, w)``, to a multiple of ``size_divisor``,
     or to a square; boxes are unchanged; masks (``mask_fields``) are padded to ``pad_shape``
-    with ``pad_val['masks']``. Sets ``pad_shape``."""
+    with ``pad_val['masks']``, semantic maps (``seg_fields``) with ``pad_val['seg']`` (255).
+    Sets ``pad_shape``."""
 
     def __init__(self, size=None, size_divisor=None, pad_to_square=False,
                  pad_val=dict(img=0, masks=0, seg=255)):
@@ -320,8 +333,36 @@ class Pad:
         for key in results.get('mask_fields', []):
             results[key] = results[key].pad(results['pad_shape'][:2],
                                             pad_val=self.pad_val.get('masks', 0))
+        for key in results.get('seg_fields', []):
+            results[key] = impad(results[key], results['pad_shape'][:2],
+                                 self.pad_val.get('seg', 255))
         return results
 
     def __repr__(self):
         return (f'{self.__class__.__name__}(size={self.size}, size_divisor={self.size_divisor}, '
                 f'pad_to_square={self.pad_to_square}, pad_val={self.pad_val})')
+
+
+@TRANSFORMS.register_module()
+class SegRescale:
+    """mmdet 2.x ``SegRescale``: the semantic maps (``seg_fields``) rescaled by
+    ``scale_factor``, nearest neighbour (HTC's ``1 / 8``: the semantic head's stride)."""
+
+    def __init__(self, scale_factor=1, backend='cv2'):
+        if isinstance(scale_factor, bool) or not isinstance(scale_factor, numbers.Number) \
+                or scale_factor <= 0:
+            raise ValueError(f'SegRescale scale_factor must be a positive number, '
+                             f'got {scale_factor!r}')
+        if backend not in ('cv2', 'pillow'):
+            raise ValueError(f"backend must be 'cv2' or 'pillow', got {backend!r}")
+        self.scale_factor = scale_factor
+        self.backend = backend
+
+    def __call__(self, results):
+        for key in results.get('seg_fields', []):
+            if self.scale_factor != 1:
+                results[key] = imrescale(results[key], self.scale_factor, 'nearest')
+        return results
+
+    def __repr__(self):
+        return f'{self.__class__.__name__}(scale_factor={self.scale_factor})'

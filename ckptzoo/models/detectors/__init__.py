@@ -2,6 +2,7 @@ from .base import BaseDetector
 from .cascade_rcnn import CascadeRCNN
 from .fast_rcnn import FastRCNN
 from .faster_rcnn import FasterRCNN
+from .htc import HybridTaskCascade
 from .mask_rcnn import MaskRCNN
 from .mask_scoring_rcnn import MaskScoringRCNN
 from .retinanet import RetinaNet
@@ -9,6 +10,6 @@ from .rpn import RPN
 from .single_stage import SingleStageDetector, bbox2result
 from .two_stage import TwoStageDetector
 
-__all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'MaskRCNN',
-           'MaskScoringRCNN', 'RetinaNet', 'RPN',
-           'SingleStageDetector', 'TwoStageDetector', 'bbox2result']
+__all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'HybridTaskCascade',
+           'MaskRCNN', 'MaskScoringRCNN', 'RetinaNet', 'RPN', 'SingleStageDetector',
+           'TwoStageDetector', 'bbox2result']

@@ -89,7 +89,7 @@ class TwoStageDetector(BaseDetector):
         return outs + (self.roi_head.forward_dummy(x, proposals), )
 
     def forward_train(self, img, img_metas, gt_bboxes, gt_labels, gt_bboxes_ignore=None,
-                      gt_masks=None, proposals=None):
+                      gt_masks=None, proposals=None, **kwargs):
         """The RPN losses (``loss_rpn_cls``, ``loss_rpn_bbox``) and the RoI head's
         (``loss_cls``, ``loss_bbox``, ``acc``, ``loss_mask`` ...).
 
@@ -100,6 +100,8 @@ class TwoStageDetector(BaseDetector):
             gt_masks (list[BitmapMasks | PolygonMasks] | None): for a mask head.
             proposals (list[Tensor[k_i, 4 or 5]] | None): the proposals, for a detector
                 without an rpn_head (with one, the RPN makes them and these are not used).
+            kwargs: other annotations the pipeline collects (``gt_semantic_seg``), passed on
+                to the RoI head as mmdet does.
         """
         self._need_roi_head('train')
         if len(img_metas) != img.size(0):
@@ -124,7 +126,8 @@ class TwoStageDetector(BaseDetector):
         else:
             proposal_list = proposals
         losses.update(self.roi_head.forward_train(x, img_metas, proposal_list, gt_bboxes,
-                                                  gt_labels, gt_bboxes_ignore, gt_masks))
+                                                  gt_labels, gt_bboxes_ignore, gt_masks,
+                                                  **kwargs))
         return losses
 
     def simple_test(self, img, img_metas, proposals=None, rescale=False):

@@ -308,12 +308,13 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
         return losses
 
     # --------------------------------------------------------------------------------- test
-    def _refined_stages(self, x, rois, img_metas, num_per_img):
+    def _refined_stages(self, x, rois, img_metas, num_per_img, **bbox_kw):
         """Run the stages on ``rois`` (one batch), each refining them for the next: per image
-        the last stage's ``rois`` and ``bbox_pred`` and the stages' mean ``cls_score``."""
+        the last stage's ``rois`` and ``bbox_pred`` and the stages' mean ``cls_score``
+        (``bbox_kw`` goes to ``_bbox_forward``: HTC's semantic feature)."""
         ms_scores = []
         for i in range(self.num_stages):
-            bbox_results = self._bbox_forward(i, x, rois)
+            bbox_results = self._bbox_forward(i, x, rois, **bbox_kw)
             rois = rois.split(num_per_img, 0)
             cls_score = bbox_results['cls_score'].split(num_per_img, 0)
             bbox_pred = bbox_results['bbox_pred']
