@@ -184,7 +184,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match='with_cls or with_reg'):
         _head('BBoxHead', with_cls=False, with_reg=False)
     with pytest.raises(NotImplementedError, match='Linear'):
-        _head(cls_predictor_cfg=dict(type='NormedLinear'))
+        _head(cls_predictor_cfg=dict(type='NoSuchLinear'))
     assert issubclass(type(_head()), ConvFCBBoxHead) and issubclass(ConvFCBBoxHead, BBoxHead)
 
 
