@@ -19,11 +19,6 @@ TWO_STAGE_FOLDERS = ('faster_rcnn', 'mask_rcnn', 'cascade_rcnn') + FOLDERS
 # what still fails, and why (other families' building blocks)
 NOT_YET = {
     'legacy_1.x/ssd300_coco_v1.py': 'SSDVGG backbone / SSDHead',
-    'libra_rcnn/libra_fast_rcnn_r50_fpn_1x_coco.py': 'FastRCNN detector and BFP neck',
-    'libra_rcnn/libra_faster_rcnn_r50_fpn_1x_coco.py': 'BFP neck',
-    'libra_rcnn/libra_faster_rcnn_r101_fpn_1x_coco.py': 'BFP neck',
-    'libra_rcnn/libra_faster_rcnn_x101_64x4d_fpn_1x_coco.py': 'BFP neck',
-    'libra_rcnn/libra_retinanet_r50_fpn_1x_coco.py': 'BFP neck',
 }
 
 

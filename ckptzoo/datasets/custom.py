@@ -130,7 +130,19 @@ class CustomDataset(Dataset):
         return infos
 
     def load_proposals(self, proposal_file):
-        return load(proposal_file)
+        """A pickle (or json) of per-image ``[n, 4 or 5]`` arrays, in the order of the
+        annotation file's images (mmdet's ``mmcv.load``); another length fails here, before
+        any training, naming the file (mmdet would misalign or fail later)."""
+        proposals = load(proposal_file)
+        if not isinstance(proposals, (list, tuple)):
+            raise TypeError(f'{type(self).__name__}: the proposal file {proposal_file!r} must '
+                            f'hold a list of per-image arrays, got {type(proposals).__name__}')
+        if len(proposals) != len(self.data_infos):
+            raise ValueError(f'{type(self).__name__}: the proposal file {proposal_file!r} has '
+                             f'{len(proposals)} entries but the annotation file '
+                             f'{self.ann_file!r} lists {len(self.data_infos)} images; it '
+                             f'needs one array of proposals per image, in the same order')
+        return [np.asarray(p, dtype=np.float32) for p in proposals]
 
     def get_ann_info(self, idx):
         return self.data_infos[idx]['ann']

@@ -122,7 +122,9 @@ def test_every_step_of_the_epoch_fits_under_its_buckets_plan(setup, tmp_path):
     set_random_seed(0)
     runner = train_model(model, run.data_loaders[0].dataset, cfg,
                          logger=logging.getLogger('ckptzoo.test.buckets.train'))
-    hook = next(h for h in runner.hooks if isinstance(h, MemoryPlanHook))
+    hooks = [h for h in runner.hooks if isinstance(h, MemoryPlanHook)]
+    assert len(hooks) == 1  # built once, from the plan (memory_check_interval set too)
+    hook = hooks[0]
     saved = read_plan_file(osp.join(cfg.work_dir, 'memory_plan.json'))
     with open(osp.join(cfg.work_dir, 'memory_report.html'), encoding='utf-8') as f:
         report = f.read()  # the report of the plan made now, its measured peak drawn

@@ -35,14 +35,13 @@ import os
 import os.path as osp
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from tools.benchmarks import synthetic  # noqa: E402
+from tools.benchmarks.jobs import spawn, write_result  # noqa: E402
 
 MIB = 2 ** 20
 #: the memory table's rows: (variant of tools/benchmarks/steps.py, label)
@@ -176,39 +175,17 @@ def plan_job(args, model):
 
 
 def run_job(args):
-    try:
-        kind, model, *rest = args.job.split(':')
-        result = (step_job(args, model, rest[0]) if kind == 'step'
-                  else plan_job(args, model))
-        result['ok'] = True
-    except Exception as exc:  # reported as a failed row by the driver
-        traceback.print_exc()
-        result = dict(ok=False, error=f'{type(exc).__name__}: {exc}'.splitlines()[0][:300])
-    with open(args.result, 'w', encoding='utf-8') as f:
-        json.dump(result, f)
-    return 0 if result['ok'] else 1
+    kind, model, *rest = args.job.split(':')
+    return write_result(args.result, lambda: step_job(args, model, rest[0]) if kind == 'step'
+                        else plan_job(args, model))
 
 
-def spawn(job, args, extra=()):
-    fd, path = tempfile.mkstemp(suffix='.json', prefix='ckptzoo_cuda_check_')
-    os.close(fd)
-    argv = [sys.executable, osp.abspath(__file__), '--job', job, '--result', path,
-            '--img-size', *map(str, args.img_size), '--batch', str(args.batch),
-            '--iters', str(args.iters), '--warmup', str(args.warmup),
-            '--device', args.device, *extra]
+def run_spawned(job, args):
+    """``job`` in a process of its own (:mod:`tools.benchmarks.jobs`), its wall time added."""
+    argv = ['--job', job, '--img-size', *map(str, args.img_size), '--batch', str(args.batch),
+            '--iters', str(args.iters), '--warmup', str(args.warmup), '--device', args.device]
     start = time.perf_counter()
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=dict(
-            os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', '')))
-        try:
-            with open(path, encoding='utf-8') as f:
-                result = json.load(f)
-        except (OSError, ValueError):
-            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-            result = dict(ok=False, error='process died: ' + (
-                lines[-1] if lines else f'exit status {proc.returncode}')[:300])
-    finally:
-        os.unlink(path)
+    result, proc = spawn(osp.abspath(__file__), argv, ROOT)
     result['wall'] = time.perf_counter() - start
     if not result['ok']:
         print(f'  {job}: FAILED: {result["error"]}', flush=True)
@@ -273,7 +250,7 @@ def main(argv=None):
             if not cuda and variant in CUDA_ONLY:
                 print(f'{model} {label}: skipped without CUDA ({CUDA_ONLY[variant]})')
                 continue
-            rows[variant] = spawn(f'step:{model}:{variant}', args)
+            rows[variant] = run_spawned(f'step:{model}:{variant}', args)
             r = rows[variant]
             if r['ok']:
                 print(f'{model} {label}: {_mib(r.get("max_allocated") or r["peak_live"])} '
@@ -284,7 +261,7 @@ def main(argv=None):
             _write(args.out_dir, results)
         if args.no_plans:
             continue
-        plans = spawn(f'plan:{model}', args)
+        plans = run_spawned(f'plan:{model}', args)
         results['models'][model]['plans'] = plans
         if plans['ok']:
             for run in plans['runs']:

@@ -55,19 +55,16 @@ variants' run (``variants``), the peers (``peers``), the tables and charts (``re
 generated data and configs (``synthetic``).
 """
 import argparse
-import json
 import os
 import os.path as osp
-import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from tools.benchmarks import report  # noqa: E402
+from tools.benchmarks.jobs import spawn, write_result  # noqa: E402
 from tools.benchmarks.peers import import_timm, run_peer  # noqa: E402
 from tools.benchmarks.variants import Variant, run_variant  # noqa: E402
 
@@ -178,7 +175,7 @@ def parse_args(argv=None):
 # ------------------------------------------------------------------------------------------
 def run_job(args):
     """The internal ``--job`` entry: run one variant or peer, write its JSON result."""
-    try:
+    def job():
         if args.threads:
             import torch
             torch.set_num_threads(args.threads)
@@ -187,16 +184,9 @@ def run_job(args):
         if args.job.startswith('peer:'):
             arch, impl, cp = args.job.split(':')[1:]
             plan = PEER_PLANS[cp[5:]][1][arch] if cp.startswith('plan=') else None
-            result = run_peer(args, arch, impl, cp, plan)
-        else:
-            result = run_variant(args, VARIANTS[args.job])
-        result['ok'] = True
-    except Exception as exc:  # reported as a FAILED row by the parent
-        traceback.print_exc()
-        result = dict(ok=False, error=f'{type(exc).__name__}: {exc}'.splitlines()[0][:200])
-    with open(args.result, 'w', encoding='utf-8') as f:
-        json.dump(result, f)
-    return 0 if result['ok'] else 1
+            return run_peer(args, arch, impl, cp, plan)
+        return run_variant(args, VARIANTS[args.job])
+    return write_result(args.result, job)
 
 
 # ------------------------------------------------------------------------------------------
@@ -214,24 +204,8 @@ def _child_args(args):
 
 def _spawn(job, argv, label, index, total):
     print(f'[{index}/{total}] {label} ...', file=sys.stderr, flush=True)
-    fd, path = tempfile.mkstemp(suffix='.json', prefix='ckptzoo_bench_')
-    os.close(fd)
     start = time.perf_counter()
-    try:
-        proc = subprocess.run([sys.executable, osp.abspath(__file__)] + argv +
-                              ['--job', job, '--result', path],
-                              capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep +
-                                       os.environ.get('PYTHONPATH', '')))
-        try:
-            with open(path, encoding='utf-8') as f:
-                result = json.load(f)
-        except (OSError, ValueError):
-            lines = [ln for ln in (proc.stderr or '').strip().splitlines() if ln.strip()]
-            reason = lines[-1] if lines else f'exit status {proc.returncode}'
-            result = dict(ok=False, error=f'process died: {reason}'[:200])
-    finally:
-        os.unlink(path)
+    result, proc = spawn(osp.abspath(__file__), argv + ['--job', job], ROOT)
     wall = time.perf_counter() - start
     if result['ok']:
         print(f'[{index}/{total}] {label}: {report.ms(result["times"])} ms/step, '

@@ -1,11 +1,12 @@
 from .compose import Compose
-from .formatting import (Collect, DefaultFormatBundle, ImageToTensor, ToTensor,
-                         to_tensor)
-from .loading import LoadAnnotations, LoadImageFromFile, LoadImageFromWebcam
+from .formatting import (Collect, DefaultFormatBundle, ImageToTensor, ToDataContainer,
+                         ToTensor, to_tensor)
+from .loading import LoadAnnotations, LoadImageFromFile, LoadImageFromWebcam, LoadProposals
 from .test_time_aug import MultiScaleFlipAug
 from .transforms import Normalize, Pad, RandomFlip, Resize
 
-__all__ = ['Compose', 'Collect', 'DefaultFormatBundle', 'ImageToTensor', 'ToTensor',
-           'to_tensor', 'LoadAnnotations', 'LoadImageFromFile', 'LoadImageFromWebcam',
+__all__ = ['Compose', 'Collect', 'DefaultFormatBundle', 'ImageToTensor', 'ToDataContainer',
+           'ToTensor', 'to_tensor', 'LoadAnnotations', 'LoadImageFromFile', 'LoadImageFromWebcam',
+           'LoadProposals',
            'MultiScaleFlipAug',
            'Normalize', 'Pad', 'RandomFlip', 'Resize']

@@ -50,6 +50,32 @@ class ToTensor:
 
 
 @TRANSFORMS.register_module()
+class ToDataContainer:
+    """mmdet 2.x ``ToDataContainer``: here batches hold plain tensors (no mmcv DataContainer),
+    so it only checks that each field's ``key`` is in the results; ``stack`` /
+    ``cpu_only`` are accepted for the configs' sake (``collate`` knows which keys stay
+    lists)."""
+
+    def __init__(self, fields=(dict(key='img', stack=True), dict(key='gt_bboxes'),
+                               dict(key='gt_labels'))):
+        for field in fields:
+            if not isinstance(field, dict) or 'key' not in field or \
+                    set(field) - {'key', 'stack', 'cpu_only', 'padding_value', 'pad_dims'}:
+                raise ValueError(f'ToDataContainer fields are dicts with a key (and stack, '
+                                 f'cpu_only ...), got {field!r}')
+        self.fields = fields
+
+    def __call__(self, results):
+        missing = [f['key'] for f in self.fields if f['key'] not in results]
+        if missing:
+            raise KeyError(f'ToDataContainer: keys {missing} are not in the results')
+        return results
+
+    def __repr__(self):
+        return f'{self.__class__.__name__}(fields={self.fields})'
+
+
+@TRANSFORMS.register_module()
 class ImageToTensor:
     """HWC array -> CHW tensor, dtype kept (float32 after ``Normalize``)."""
 

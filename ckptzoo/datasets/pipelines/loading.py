@@ -206,3 +206,38 @@ def _warn_empty(gt_masks, name):
         warnings.warn(f'image {name!r}: instance mask(s) {empty.tolist()} are empty (no pixel '
                       f'inside the image); they are kept, as mmdet keeps them. Further empty '
                       f'masks are not reported.')
+
+
+@TRANSFORMS.register_module()
+class LoadProposals:
+    """mmdet 2.x ``LoadProposals``: the image's precomputed proposals (``results['proposals']``,
+    from the dataset's ``proposal_file``) as a float ``[n, 4]`` box field, at most
+    ``num_max_proposals`` of them (all when None); an image without any gets one empty box
+    ``[0, 0, 0, 0]``, as mmdet, so that every image has a RoI."""
+
+    def __init__(self, num_max_proposals=None):
+        if num_max_proposals is not None and (not isinstance(num_max_proposals, int)
+                                              or num_max_proposals < 1):
+            raise ValueError(f'LoadProposals num_max_proposals must be a positive int or '
+                             f'None, got {num_max_proposals!r}')
+        self.num_max_proposals = num_max_proposals
+
+    def __call__(self, results):
+        if 'proposals' not in results:
+            raise KeyError('LoadProposals needs the dataset to have a proposal_file (no '
+                           "'proposals' in the results)")
+        proposals = np.asarray(results['proposals'])
+        if proposals.ndim != 2 or proposals.shape[1] not in (4, 5):
+            raise ValueError(f'proposals should have shapes (n, 4) or (n, 5), but found '
+                             f'{proposals.shape}')
+        proposals = proposals[:, :4]
+        if self.num_max_proposals is not None:
+            proposals = proposals[:self.num_max_proposals]
+        if len(proposals) == 0:
+            proposals = np.array([[0, 0, 0, 0]], dtype=np.float32)
+        results['proposals'] = proposals
+        results['bbox_fields'].append('proposals')
+        return results
+
+    def __repr__(self):
+        return f'{self.__class__.__name__}(num_max_proposals={self.num_max_proposals})'

@@ -1,11 +1,14 @@
 from .base import BaseDetector
 from .cascade_rcnn import CascadeRCNN
+from .fast_rcnn import FastRCNN
 from .faster_rcnn import FasterRCNN
 from .mask_rcnn import MaskRCNN
+from .mask_scoring_rcnn import MaskScoringRCNN
 from .retinanet import RetinaNet
 from .rpn import RPN
 from .single_stage import SingleStageDetector, bbox2result
 from .two_stage import TwoStageDetector
 
-__all__ = ['BaseDetector', 'CascadeRCNN', 'FasterRCNN', 'MaskRCNN', 'RetinaNet', 'RPN',
+__all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'MaskRCNN',
+           'MaskScoringRCNN', 'RetinaNet', 'RPN',
            'SingleStageDetector', 'TwoStageDetector', 'bbox2result']

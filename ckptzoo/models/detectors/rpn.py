@@ -8,6 +8,7 @@ import numpy as np
 
 from ...core.bbox import bbox_mapping
 from ...registry import MODELS, check_keys
+from ..utils import build_model_or_sequence
 from .base import BaseDetector
 
 __all__ = ['RPN']
@@ -28,7 +29,7 @@ class RPN(BaseDetector):
                              f'nms=..., min_bbox_size=...)), got {test_cfg!r}')
         check_keys(test_cfg, ('rpn', ), 'test_cfg', owner='RPN')
         self.backbone = MODELS.build(self._backbone_cfg(backbone, pretrained))
-        self.neck = MODELS.build(neck) if neck is not None else None
+        self.neck = build_model_or_sequence(neck, MODELS) if neck is not None else None
         self.rpn_head = MODELS.build(dict(
             rpn_head, train_cfg=None if train_cfg is None else train_cfg.get('rpn'),
             test_cfg=test_cfg['rpn']))

@@ -4,6 +4,7 @@ Keys ``backbone.*``, ``neck.*``, ``bbox_head.*`` as mmdet, so mmdet 2.x checkpoi
 """
 from ...core.bbox import bbox2result
 from ...registry import MODELS
+from ..utils import build_model_or_sequence
 from .base import BaseDetector
 
 __all__ = ['SingleStageDetector', 'bbox2result']
@@ -22,7 +23,7 @@ class SingleStageDetector(BaseDetector):
             raise ValueError(f'{type(self).__name__} needs a bbox_head config')
         self.backbone = MODELS.build(self._backbone_cfg(backbone, pretrained))
         if neck is not None:
-            self.neck = MODELS.build(neck)
+            self.neck = build_model_or_sequence(neck, MODELS)
         bbox_head = dict(bbox_head, train_cfg=train_cfg, test_cfg=test_cfg)
         self.bbox_head = MODELS.build(bbox_head)
         self.train_cfg = train_cfg

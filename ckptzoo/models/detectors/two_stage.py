@@ -10,6 +10,7 @@ import warnings
 import torch
 
 from ...registry import MODELS, check_keys
+from ..utils import build_model_or_sequence
 from .base import BaseDetector
 
 __all__ = ['TwoStageDetector']
@@ -48,7 +49,7 @@ class TwoStageDetector(BaseDetector):
                              f'max_per_img, nms, min_bbox_size), got test_cfg={test_cfg!r}')
         self.backbone = MODELS.build(self._backbone_cfg(backbone, pretrained))
         if neck is not None:
-            self.neck = MODELS.build(neck)
+            self.neck = build_model_or_sequence(neck, MODELS)
         if rpn_head is not None:
             self.rpn_head = MODELS.build(dict(rpn_head, train_cfg=_sub(train_cfg, 'rpn'),
                                               test_cfg=_sub(test_cfg, 'rpn')))

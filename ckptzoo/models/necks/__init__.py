@@ -1,3 +1,4 @@
+from .bfp import BFP
 from .fpn import FPN
 
-__all__ = ['FPN']
+__all__ = ['BFP', 'FPN']

@@ -8,8 +8,10 @@ class-wise NMS keeps the detections, and the mask head segments them.
 Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``bbox``, the RoI feature extraction
 and the box head over all RoIs (mmdet's ``_bbox_forward``), and ``mask`` (with a mask head),
 the mask RoI extraction (or the positives' box features, when the extractor is shared) and the
-whole mask head (mmdet's ``_mask_forward``). The proposals come detached from the RPN, so the
-sampling keeps nothing for backward.
+whole mask head (mmdet's ``_mask_forward``). With a ``shared_head`` (C4 models' ResLayer) its
+blocks are units too, one chain ``shared_head.layer4.{j}`` run after the RoI extraction, and
+``bbox`` / ``mask`` then cover the box / mask head only. The proposals come detached from the
+RPN, so the sampling keeps nothing for backward.
 """
 import warnings
 
@@ -35,12 +37,13 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
         mask_roi_extractor (dict | None): None with a ``mask_head`` shares the box extractor
             (``share_roi_extractor``): the mask head then takes the positives' box features.
         mask_head (dict | None): the mask branch (``FCNMaskHead``).
-        shared_head (None): mmdet's ResLayer of C4 models; not supported.
+        shared_head (dict | None): a head run on the RoI features before the box and mask
+            heads (C4 models: ``dict(type='ResLayer', ...)``).
         train_cfg (dict): rcnn ``assigner``, ``sampler``, ``mask_size``, ``pos_weight``,
             ``debug`` (accepted, unused as in mmdet).
         test_cfg (dict): rcnn ``score_thr``, ``nms``, ``max_per_img``, ``mask_thr_binary``.
-        pretrained (str | None): mmdet hands it to ``shared_head`` only (the detector passes
-            its own ``pretrained`` here); without a shared head it is unused.
+        pretrained (str | None): handed to ``shared_head`` as its ``pretrained`` (the
+            detector passes its own here, as mmdet); without a shared head it is unused.
         init_cfg (dict | None): applied at construction; ``Pretrained`` in ``init_weights``.
         with_cp (bool): ``'full'`` checkpointing of the ``bbox`` and ``mask`` units (not an
             mmdet argument; default False). ``set_checkpoint_plan`` changes modes later.
@@ -54,9 +57,6 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
                  mask_head=None, shared_head=None, train_cfg=None, test_cfg=None,
                  pretrained=None, init_cfg=None, with_cp=False, cp_use_reentrant=False):
         super().__init__()
-        if shared_head is not None:
-            raise NotImplementedError(f'StandardRoIHead shared_head (mmdet\'s ResLayer of C4 '
-                                      f'models) is not supported, got {shared_head!r}')
         if bbox_head is None or bbox_roi_extractor is None:
             raise ValueError('StandardRoIHead needs bbox_roi_extractor and bbox_head configs')
         if not isinstance(with_cp, bool):
@@ -68,6 +68,8 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
         self.train_cfg = train_cfg
         self.test_cfg = test_cfg
         self.pretrained = pretrained
+        if shared_head is not None:  # built first, as mmdet
+            self.shared_head = MODELS.build(dict(shared_head, pretrained=pretrained))
         self.init_bbox_head(bbox_roi_extractor, bbox_head)
         if mask_head is not None:
             self.init_mask_head(mask_roi_extractor, mask_head)
@@ -87,7 +89,7 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
 
     @property
     def with_shared_head(self):
-        return False
+        return getattr(self, 'shared_head', None) is not None
 
     def init_bbox_head(self, bbox_roi_extractor, bbox_head):
         self.bbox_roi_extractor = MODELS.build(bbox_roi_extractor)
@@ -125,14 +127,28 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
 
     # ----------------------------------------------------------------------- checkpoint units
     def _bbox_modules(self):
-        return [self.bbox_roi_extractor, self.bbox_head]
+        return [self.bbox_head] if self.with_shared_head \
+            else [self.bbox_roi_extractor, self.bbox_head]
 
     def _mask_modules(self):
-        return [self.mask_head] if self.share_roi_extractor \
+        return [self.mask_head] if self.share_roi_extractor or self.with_shared_head \
             else [self.mask_roi_extractor, self.mask_head]
 
+    def _shared_steps(self):
+        return self.shared_head.chain_steps('shared_head.')
+
+    def _shared_forward(self, roi_feats):
+        """The shared head over RoI features, through its block units (and segments)."""
+        return self._run_chain(self._shared_steps(), roi_feats)[0]
+
     def _checkpoint_steps(self):
-        """``bbox``, then ``mask`` (with a mask head): each a chain of one step."""
+        """``bbox``, then ``mask`` (with a mask head): each a chain of one step; with a
+        shared head, first its blocks as one chain."""
+        if self.with_shared_head:
+            steps = [self._shared_steps(), [unit_step('bbox', self.bbox_unit, self.bbox_head)]]
+            if self.with_mask:
+                steps.append([unit_step('mask', self.mask_unit, self.mask_head)])
+            return steps
         steps = [[unit_step('bbox', self.bbox_unit, self._bbox_forward_unit,
                             self._bbox_modules())]]
         if self.with_mask:
@@ -202,6 +218,11 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
     def _bbox_forward(self, x, rois):
         """Box head outputs for ``rois``, through the ``bbox`` unit."""
         feats = tuple(x[:self.bbox_roi_extractor.num_inputs])
+        if self.with_shared_head:
+            bbox_feats = self._shared_forward(self.bbox_roi_extractor(list(feats), rois))
+            cls_score, bbox_pred = self.bbox_unit(self.bbox_head, bbox_feats,
+                                                  module=self.bbox_head)
+            return dict(cls_score=cls_score, bbox_pred=bbox_pred, bbox_feats=bbox_feats)
         cls_score, bbox_pred, bbox_feats = self.bbox_unit(
             self._bbox_forward_unit, rois, *feats, module=self._bbox_modules())
         return dict(cls_score=cls_score, bbox_pred=bbox_pred, bbox_feats=bbox_feats)
@@ -221,7 +242,11 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
         ``bbox_feats``, through the ``mask`` unit."""
         if (rois is not None) == (pos_inds is not None and bbox_feats is not None):
             raise ValueError('_mask_forward takes rois, or pos_inds and bbox_feats')
-        if rois is not None:
+        if rois is not None and self.with_shared_head:
+            feats = list(x[:self.mask_roi_extractor.num_inputs])
+            mask_feats = self._shared_forward(self.mask_roi_extractor(feats, rois))
+            mask_pred = self.mask_unit(self.mask_head, mask_feats, module=self.mask_head)
+        elif rois is not None:
             feats = tuple(x[:self.mask_roi_extractor.num_inputs])
             mask_pred, mask_feats = self.mask_unit(self._mask_forward_unit, rois, *feats,
                                                    module=self._mask_modules())

@@ -3,9 +3,10 @@
 mmdet 2.x heads and necks describe their initialisation as data, e.g. RetinaHead's
 ``dict(type='Normal', layer='Conv2d', std=0.01, override=dict(type='Normal', name='retina_cls',
 std=0.01, bias_prob=0.01))``. :func:`apply_init_cfg` reads that dict so configs keep working;
-the supported types are Normal, Xavier, Kaiming, Constant and Uniform.
+the supported types are Normal, Xavier, Kaiming, Constant, Uniform and Caffe2Xavier.
 """
 import math
+from functools import partial
 
 import torch.nn as nn
 
@@ -70,6 +71,9 @@ _INITS = {
     'Kaiming': (kaiming_init, ('a', 'mode', 'nonlinearity', 'distribution')),
     'Constant': (constant_init, ('val', )),
     'Uniform': (uniform_init, ('a', 'b')),
+    # mmcv's Caffe2XavierInit: Kaiming uniform, a=1, fan_in, leaky_relu
+    'Caffe2Xavier': (partial(kaiming_init, a=1, mode='fan_in', nonlinearity='leaky_relu',
+                             distribution='uniform'), ()),
 }
 
 

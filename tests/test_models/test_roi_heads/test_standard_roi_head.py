@@ -280,8 +280,8 @@ def test_bad_configs_name_the_problem():
         _head(train_cfg=dict(TRAIN_CFG, mask_sise=28))
     with pytest.raises(KeyError, match="'test_cfg.score_thrs'"):
         _head(test_cfg=dict(TEST_CFG, score_thrs=0.1))
-    with pytest.raises(NotImplementedError, match='shared_head'):
-        _head(shared_head=dict(type='ResLayer', depth=50))
+    with pytest.raises(ValueError, match='ResLayer stage'):  # shared heads: C4 models
+        _head(shared_head=dict(type='ResLayer', depth=50, stage=0))
     with pytest.raises(ValueError, match='bbox_head'):
         MODELS.build(dict(type='StandardRoIHead'))
     head = _head(test_cfg=None).eval()

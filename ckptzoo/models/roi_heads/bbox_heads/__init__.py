@@ -1,4 +1,6 @@
 from .bbox_head import BBoxHead
 from .convfc_bbox_head import ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
+from .double_bbox_head import DoubleConvFCBBoxHead
 
-__all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead']
+__all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
+           'DoubleConvFCBBoxHead']

@@ -1,0 +1,3 @@
+from .res_layer import ResLayer
+
+__all__ = ['ResLayer']

@@ -1,0 +1,31 @@
+"""mmcv 1.x ``build_plugin_layer``: the layers a config may insert by ``type`` (GRoIE's
+``pre_cfg`` / ``post_cfg``). Only those made of plain convolutions are here."""
+import difflib
+
+from .conv_module import ConvModule
+from .non_local import NonLocal2d
+
+__all__ = ['PLUGIN_LAYERS', 'build_plugin_layer']
+
+PLUGIN_LAYERS = {'ConvModule': ConvModule, 'NonLocal2d': NonLocal2d}
+#: mmcv plugin layers that exist but are not written yet: a config naming one fails clearly
+_NOT_YET = ('GeneralizedAttention', 'ContextBlock')
+
+
+def build_plugin_layer(cfg, postfix='', **kwargs):
+    """``(name, layer)`` as mmcv: the layer built from ``cfg`` (its ``type`` one of
+    :data:`PLUGIN_LAYERS`) and its abbreviated name with ``postfix`` (unused by ckptzoo)."""
+    if not isinstance(cfg, dict) or 'type' not in cfg:
+        raise TypeError(f'a plugin layer config is a dict with a type, got {cfg!r}')
+    cfg = dict(cfg)
+    layer_type = cfg.pop('type')
+    if layer_type not in PLUGIN_LAYERS:
+        if layer_type in _NOT_YET:
+            raise NotImplementedError(f'plugin layer {layer_type!r} is not supported yet; '
+                                      f'supported: {", ".join(PLUGIN_LAYERS)}')
+        close = difflib.get_close_matches(str(layer_type), list(PLUGIN_LAYERS), n=3)
+        raise KeyError(f'unknown plugin layer type {layer_type!r}; supported: '
+                       f'{", ".join(PLUGIN_LAYERS)}'
+                       + (f' (did you mean {close[0]}?)' if close else ''))
+    name = {'ConvModule': 'conv_block', 'NonLocal2d': 'nonlocal_block'}[layer_type]
+    return name + str(postfix), PLUGIN_LAYERS[layer_type](**kwargs, **cfg)
