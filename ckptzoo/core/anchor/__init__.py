@@ -1,5 +1,5 @@
 """Anchor generation (mmdet 2.x ``mmdet/core/anchor``)."""
-from .anchor_generator import AnchorGenerator
+from .anchor_generator import AnchorGenerator, LegacyAnchorGenerator
 from .utils import anchor_inside_flags, images_to_levels
 
-__all__ = ['AnchorGenerator', 'anchor_inside_flags', 'images_to_levels']
+__all__ = ['AnchorGenerator', 'LegacyAnchorGenerator', 'anchor_inside_flags', 'images_to_levels']

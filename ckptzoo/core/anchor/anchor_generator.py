@@ -160,3 +160,20 @@ class AnchorGenerator:
                 f'scales={self.scales.tolist()}, base_sizes={self.base_sizes}, '
                 f'scale_major={self.scale_major}, centers={self.centers}, '
                 f'center_offset={self.center_offset})')
+
+
+@TASK_UTILS.register_module()
+class LegacyAnchorGenerator(AnchorGenerator):
+    """mmdet 2.x's ``LegacyAnchorGenerator``: the anchors of mmdet 1.x checkpoints
+    (``configs/legacy_1.x``, with ``center_offset=0.5``): widths and heights less 1 (a box
+    covers its last pixel), the centre at ``center_offset * (base_size - 1)``, corners
+    rounded to whole pixels. Args as :class:`AnchorGenerator`."""
+
+    def gen_single_level_base_anchors(self, base_size, scales, ratios, center=None):
+        if center is None:
+            center = (self.center_offset * (base_size - 1), ) * 2
+        anchors = super().gen_single_level_base_anchors(base_size, scales, ratios, center)
+        x_center, y_center = center
+        half = (anchors[:, 2:] - anchors[:, :2] - 1) * 0.5  # (ws - 1) / 2, (hs - 1) / 2
+        centre = anchors.new_tensor([x_center, y_center])
+        return torch.cat([centre - half, centre + half], dim=-1).round()

@@ -153,7 +153,9 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
                     raise ValueError(f'{type(self).__name__} train_cfg.rcnn[{i}] needs {key!r},'
                                      f' got {cfg!r}')
             self.bbox_assigner.append(TASK_UTILS.build(cfg_get(cfg, 'assigner')))
-            self.bbox_sampler.append(TASK_UTILS.build(cfg_get(cfg, 'sampler')))
+            self.current_stage = i  # mmdet's context protocol: the stage OHEM mines with
+            self.bbox_sampler.append(TASK_UTILS.build(cfg_get(cfg, 'sampler'),
+                                                      default_args=dict(context=self)))
 
     def init_weights(self):
         """Load a ``Pretrained`` init_cfg, then let the children load theirs."""
@@ -276,6 +278,7 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
             gt_bboxes_ignore = [None] * num_imgs
         losses = dict()
         for i in range(self.num_stages):
+            self.current_stage = i
             rcnn_train_cfg = self.train_cfg[i]
             lw = self.stage_loss_weights[i]
             sampling_results = self._sample(i, x, img_metas, proposal_list, gt_bboxes,

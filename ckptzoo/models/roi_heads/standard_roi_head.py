@@ -113,7 +113,9 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
                     raise ValueError(f'StandardRoIHead train_cfg needs {key!r}, got '
                                      f'{self.train_cfg!r}')
             self.bbox_assigner = TASK_UTILS.build(cfg_get(self.train_cfg, 'assigner'))
-            self.bbox_sampler = TASK_UTILS.build(cfg_get(self.train_cfg, 'sampler'))
+            # mmdet's context protocol: a sampler may run this head (OHEMSampler)
+            self.bbox_sampler = TASK_UTILS.build(cfg_get(self.train_cfg, 'sampler'),
+                                                 default_args=dict(context=self))
 
     def init_weights(self):
         """Load a ``Pretrained`` init_cfg, then let the children load theirs."""
@@ -200,7 +202,8 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
             assign_result = self.bbox_assigner.assign(proposal_list[i], gt_bboxes[i],
                                                       gt_bboxes_ignore[i], gt_labels[i])
             sampling_results.append(self.bbox_sampler.sample(
-                assign_result, proposal_list[i], gt_bboxes[i], gt_labels[i]))
+                assign_result, proposal_list[i], gt_bboxes[i], gt_labels[i],
+                feats=[lvl_feat[i][None] for lvl_feat in x]))
         losses = dict()
         bbox_results = self._bbox_forward_train(x, sampling_results, gt_bboxes, gt_labels,
                                                 img_metas)

@@ -4,7 +4,9 @@ __all__ = ['NORM_LAYERS', 'build_norm_layer']
 from .weight_init import (apply_init_cfg, bias_init_with_prob, constant_init,  # noqa: F401
                           kaiming_init, normal_init, uniform_init, xavier_init)
 from .conv_module import ConvModule, build_activation_layer  # noqa: F401
-from .builder import build_linear_layer  # noqa: F401
+from .builder import (CONV_LAYERS, LINEAR_LAYERS, build_conv_layer,  # noqa: F401
+                      build_linear_layer)
+from .normed_predictor import NormedConv2d, NormedLinear  # noqa: F401
 from .non_local import NonLocal2d  # noqa: F401
 from .plugin import PLUGIN_LAYERS, build_plugin_layer  # noqa: F401
 from .sequential import Sequential, build_model_or_sequence  # noqa: F401

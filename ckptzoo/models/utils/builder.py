@@ -1,14 +1,37 @@
-"""mmdet 2.x's ``mmdet/models/utils/builder.py``: the predictor layers of the heads."""
+"""mmdet 2.x's ``mmdet/models/utils/builder.py`` (``build_linear_layer``) and the predictor
+convolution mmcv's ``build_conv_layer`` makes for the heads: the layer types by name.
+
+``LINEAR_LAYERS``: ``Linear`` (``nn.Linear``) and ``NormedLinear``; ``CONV_LAYERS``: ``Conv``,
+``Conv2d`` (``nn.Conv2d``) and ``NormedConv2d`` (``normed_predictor.py`` adds the normed ones).
+"""
 import torch.nn as nn
 
-__all__ = ['build_linear_layer']
+__all__ = ['LINEAR_LAYERS', 'CONV_LAYERS', 'build_linear_layer', 'build_conv_layer']
+
+LINEAR_LAYERS = {'Linear': nn.Linear}
+CONV_LAYERS = {'Conv': nn.Conv2d, 'Conv2d': nn.Conv2d}
 
 
-def build_linear_layer(cfg, in_features, out_features):
-    """mmdet's ``build_linear_layer`` for ``dict(type='Linear', **nn.Linear kwargs)``."""
-    if not isinstance(cfg, dict) or cfg.get('type') != 'Linear':
-        raise NotImplementedError(f"only dict(type='Linear') predictor layers are supported, "
-                                  f'got {cfg!r}')
+def _build(kind, registry, cfg, default, args, kwargs):
+    if cfg is None:
+        cfg = dict(type=default)
+    if not isinstance(cfg, dict) or 'type' not in cfg:
+        raise TypeError(f'a {kind} layer config must be a dict with a "type" key, got {cfg!r}')
     cfg = dict(cfg)
-    cfg.pop('type')
-    return nn.Linear(in_features, out_features, **cfg)
+    layer_type = cfg.pop('type')
+    if layer_type not in registry:
+        raise NotImplementedError(f'{kind} layer type {layer_type!r} is not supported: allowed '
+                                  f'are {", ".join(registry)}')
+    return registry[layer_type](*args, **kwargs, **cfg)
+
+
+def build_linear_layer(cfg, *args, **kwargs):
+    """mmdet's ``build_linear_layer``: ``cfg`` (None: ``dict(type='Linear')``) names a type
+    of :data:`LINEAR_LAYERS`; its other keys and ``args`` / ``kwargs`` go to the layer."""
+    return _build('linear', LINEAR_LAYERS, cfg, 'Linear', args, kwargs)
+
+
+def build_conv_layer(cfg, *args, **kwargs):
+    """mmcv's ``build_conv_layer`` for the 2d convolutions of :data:`CONV_LAYERS` (None:
+    ``nn.Conv2d``)."""
+    return _build('conv', CONV_LAYERS, cfg, 'Conv2d', args, kwargs)

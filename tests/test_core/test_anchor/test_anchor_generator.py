@@ -76,3 +76,13 @@ def test_bad_arguments():
     gen = AnchorGenerator(strides=[8, 16], ratios=[1.0], scales=[1])
     with pytest.raises(ValueError, match='one feature map size per level'):
         gen.grid_priors([(2, 2)])
+
+
+def test_legacy_anchor_generator_by_hand():
+    """mmdet 1.x anchors: centre ``center_offset * (base - 1)``, extent ``(w - 1) / 2``,
+    rounded."""
+    from ckptzoo.registry import TASK_UTILS
+    gen = TASK_UTILS.build(dict(type='LegacyAnchorGenerator', center_offset=0.5, scales=[8],
+                                ratios=[1.0], strides=[4]))
+    # base 4, scale 8 -> w = 32; centre 1.5; corners 1.5 -+ 15.5
+    assert gen.base_anchors[0].tolist() == [[-14., -14., 17., 17.]]

@@ -71,3 +71,21 @@ def test_batched_decode_with_per_image_shape():
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match='one shape'):
         DeltaXYWHBBoxCoder().encode(torch.zeros(2, 4), torch.zeros(3, 4))
+
+
+def test_legacy_coder_by_hand():
+    """mmdet 1.x: widths are x2 - x1 + 1; decoded boxes clipped to [0, W - 1]."""
+    from ckptzoo.core.bbox import LegacyDeltaXYWHBBoxCoder
+    coder = TASK_UTILS.build(dict(type='LegacyDeltaXYWHBBoxCoder'))
+    assert isinstance(coder, LegacyDeltaXYWHBBoxCoder)
+    box = torch.tensor([[0., 0., 9., 9.]])  # 10 x 10 pixels, centre 4.5
+    gt = torch.tensor([[5., 0., 24., 9.]])  # 20 x 10, centre (14.5, 4.5)
+    torch.testing.assert_close(coder.encode(box, gt),
+                               torch.tensor([[1.0, 0., math.log(2.), 0.]]))
+    # decoding spans centre -+ w / 2 (not (w - 1) / 2): half a pixel wider than gt, as mmdet
+    torch.testing.assert_close(coder.decode(box, coder.encode(box, gt)),
+                               torch.tensor([[4.5, -0.5, 24.5, 9.5]]))
+    torch.testing.assert_close(coder.decode(box, coder.encode(box, gt), max_shape=(8, 20)),
+                               torch.tensor([[4.5, 0., 19., 7.]]))
+    with pytest.raises(ValueError, match='target_means'):
+        TASK_UTILS.build(dict(type='LegacyDeltaXYWHBBoxCoder', target_means=(0., 0.)))

@@ -142,7 +142,7 @@ def test_real_assignment_round_trip():
 
 
 def test_random_choice_of_a_list_gives_an_ndarray():
-    out = type(_sampler()).random_choice([4, 5, 6], 2)
+    out = _sampler().random_choice([4, 5, 6], 2)
     assert isinstance(out, np.ndarray) and len(set(out.tolist())) == 2
 
 

@@ -184,7 +184,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match='with_cls or with_reg'):
         _head('BBoxHead', with_cls=False, with_reg=False)
     with pytest.raises(NotImplementedError, match='Linear'):
-        _head(cls_predictor_cfg=dict(type='NormedLinear'))
+        _head(cls_predictor_cfg=dict(type='NoSuchLinear'))
     assert issubclass(type(_head()), ConvFCBBoxHead) and issubclass(ConvFCBBoxHead, BBoxHead)
 
 
@@ -218,3 +218,26 @@ def test_refine_bboxes_drops_the_ground_truths_per_image():
     torch.testing.assert_close(out[1], rois[3:, 1:])
     with pytest.raises(ValueError, match='one entry per image'):
         head.refine_bboxes(rois, torch.zeros(5, dtype=torch.long), pred, pos_is_gts[:1], metas)
+
+
+def test_custom_classifier_protocol_of_a_seesaw_loss():
+    """mmdet's protocol: fc_cls gets ``get_cls_channels`` outputs, the loss dict is merged,
+    accuracies come from ``get_accuracy`` and scores from ``get_activation``."""
+    seesaw = dict(type='SeesawLoss', num_classes=2, p=0.8, q=2.0)
+    for type_ in ('BBoxHead', 'Shared2FCBBoxHead'):
+        head = _head(type_, loss_cls=seesaw,
+                     cls_predictor_cfg=dict(type='NormedLinear', tempearture=20))
+        assert head.custom_cls_channels and head.custom_activation and head.custom_accuracy
+        assert head.fc_cls.out_features == 4 and type(head.fc_cls).__name__ == 'NormedLinear'
+        assert 'loss_cls.cum_samples' in head.state_dict()
+    cls_score, bbox_pred = torch.randn(4, 4), torch.randn(4, 8)
+    labels = torch.tensor([0, 1, 2, 2])
+    losses = head.loss(cls_score, bbox_pred, torch.zeros(4, 5), labels, torch.ones(4),
+                       torch.zeros(4, 4), torch.ones(4, 4))
+    assert set(losses) == {'loss_cls_objectness', 'loss_cls_classes', 'acc_objectness',
+                           'acc_classes', 'loss_bbox'}
+    rois = torch.tensor([[0., 0., 0., 10., 10.]] * 4)
+    _, scores = head.get_bboxes(rois, cls_score, bbox_pred, (20, 20, 3), 1.0, cfg=None)
+    torch.testing.assert_close(scores, head.loss_cls.get_activation(cls_score))
+    plain = _head()
+    assert not plain.custom_cls_channels and plain.fc_cls.out_features == 3

@@ -1,3 +1,4 @@
 from .delta_xywh_bbox_coder import DeltaXYWHBBoxCoder, bbox2delta, delta2bbox
+from .legacy_delta_xywh_bbox_coder import LegacyDeltaXYWHBBoxCoder
 
-__all__ = ['DeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox']
+__all__ = ['DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox']

@@ -1,7 +1,14 @@
+from .base_sampler import BaseSampler
 from .capacity import restore_sampling_at_capacity, samplers_of, set_sampling_at_capacity
+from .combined_sampler import CombinedSampler
+from .instance_balanced_pos_sampler import InstanceBalancedPosSampler
+from .iou_balanced_neg_sampler import IoUBalancedNegSampler
+from .ohem_sampler import OHEMSampler
 from .pseudo_sampler import PseudoSampler
 from .random_sampler import RandomSampler
 from .sampling_result import SamplingResult
 
-__all__ = ['PseudoSampler', 'RandomSampler', 'SamplingResult', 'samplers_of',
-           'set_sampling_at_capacity', 'restore_sampling_at_capacity']
+__all__ = ['BaseSampler', 'PseudoSampler', 'RandomSampler', 'CombinedSampler',
+           'InstanceBalancedPosSampler', 'IoUBalancedNegSampler', 'OHEMSampler',
+           'SamplingResult', 'samplers_of', 'set_sampling_at_capacity',
+           'restore_sampling_at_capacity']

@@ -85,7 +85,7 @@ class BBoxHead(nn.Module):
             in_channels *= self.roi_feat_area
         if self.with_cls:
             self.fc_cls = build_linear_layer(self.cls_predictor_cfg, in_channels,
-                                             self.num_classes + 1)
+                                             self.cls_channels)
         if self.with_reg:
             self.fc_reg = build_linear_layer(self.reg_predictor_cfg, in_channels,
                                              4 if self.reg_class_agnostic
@@ -97,11 +97,38 @@ class BBoxHead(nn.Module):
             ([dict(type='Normal', std=0.001, override=dict(name='fc_reg'))]
              if self.with_reg else [])
 
+    # The custom-classifier protocol of mmdet 2.x (a loss such as SeesawLoss declares it):
+    # ``fc_cls`` gets ``loss_cls.get_cls_channels(num_classes)`` outputs, scores come from
+    # ``loss_cls.get_activation`` and the accuracies from ``loss_cls.get_accuracy``.
+    @property
+    def custom_cls_channels(self):
+        """Whether ``loss_cls`` sets the classifier's outputs (:attr:`cls_channels`)."""
+        return getattr(self.loss_cls, 'custom_cls_channels', False)
+
     @property
     def custom_activation(self):
         """Whether ``loss_cls`` turns the raw scores into probabilities itself (mmdet's
         Seesaw loss); the cascade then takes its labels from ``get_activation``."""
         return getattr(self.loss_cls, 'custom_activation', False)
+
+    @property
+    def custom_accuracy(self):
+        """Whether ``loss_cls`` computes its own accuracies (``get_accuracy``)."""
+        return getattr(self.loss_cls, 'custom_accuracy', False)
+
+    @property
+    def cls_channels(self):
+        """``fc_cls`` outputs: ``num_classes + 1``, or what a custom ``loss_cls`` asks."""
+        return self.loss_cls.get_cls_channels(self.num_classes) \
+            if self.custom_cls_channels else self.num_classes + 1
+
+    def scores_of(self, cls_score):
+        """Per-RoI class probabilities ``[K, num_classes + 1]`` (softmax, or the custom
+        loss's activation; None for None)."""
+        if cls_score is None:
+            return None
+        return self.loss_cls.get_activation(cls_score) if self.custom_cls_channels \
+            else F.softmax(cls_score, dim=-1)
 
     def init_weights(self):
         """Load a ``Pretrained`` init_cfg; the other kinds were applied at construction."""
@@ -165,10 +192,17 @@ class BBoxHead(nn.Module):
         if cls_score is not None:
             avg_factor = max(torch.sum(label_weights > 0).float().item(), 1.)
             if cls_score.numel() > 0:
-                losses['loss_cls'] = self.loss_cls(cls_score, labels, label_weights,
-                                                   avg_factor=avg_factor,
-                                                   reduction_override=reduction_override)
-                losses['acc'] = accuracy(cls_score, labels)
+                loss_cls = self.loss_cls(cls_score, labels, label_weights,
+                                         avg_factor=avg_factor,
+                                         reduction_override=reduction_override)
+                if isinstance(loss_cls, dict):  # e.g. SeesawLoss's two terms
+                    losses.update(loss_cls)
+                else:
+                    losses['loss_cls'] = loss_cls
+                if self.custom_activation:  # mmdet keys custom accuracies on this flag
+                    losses.update(self.loss_cls.get_accuracy(cls_score, labels))
+                else:
+                    losses['acc'] = accuracy(cls_score, labels)
         if bbox_pred is not None:
             pos_inds = (labels >= 0) & (labels < self.num_classes)
             if pos_inds.any():
@@ -191,14 +225,14 @@ class BBoxHead(nn.Module):
     @force_fp32(apply_to=('cls_score', 'bbox_pred'))
     def get_bboxes(self, rois, cls_score, bbox_pred, img_shape, scale_factor, rescale=False,
                    cfg=None):
-        """One image's detections: softmax scores, boxes decoded from ``rois [K, 5]`` and
+        """One image's detections: scores (:meth:`scores_of`), boxes decoded from ``rois [K, 5]`` and
         clipped to ``img_shape``, divided by ``scale_factor`` when ``rescale``, then
         :func:`multiclass_nms` with ``cfg`` (``score_thr``, ``nms``, ``max_per_img``).
 
         Returns ``(det_bboxes [k, 5], det_labels [k])``; with ``cfg=None`` the boxes
         ``[K, 4 or 4 * num_classes]`` and scores ``[K, num_classes + 1]`` before NMS.
         """
-        scores = F.softmax(cls_score, dim=-1) if cls_score is not None else None
+        scores = self.scores_of(cls_score)
         if bbox_pred is not None:
             bboxes = self.bbox_coder.decode(rois[..., 1:], bbox_pred, max_shape=img_shape)
         else:

@@ -79,7 +79,7 @@ class ConvFCBBoxHead(BBoxHead):
         self.relu = nn.ReLU(inplace=True)
         if self.with_cls:
             self.fc_cls = build_linear_layer(self.cls_predictor_cfg, self.cls_last_dim,
-                                             self.num_classes + 1)
+                                             self.cls_channels)
         if self.with_reg:
             self.fc_reg = build_linear_layer(self.reg_predictor_cfg, self.reg_last_dim,
                                              4 if self.reg_class_agnostic

@@ -18,7 +18,7 @@ from ....core.mask import mask_target
 from ....registry import MODELS
 from ....runner.fp16 import auto_fp16, force_fp32
 from ....utils.cfg_get import cfg_get
-from ...utils import ConvModule
+from ...utils import ConvModule, build_conv_layer
 
 __all__ = ['FCNMaskHead', 'paste_masks', 'BYTES_PER_FLOAT', 'GPU_MEM_LIMIT']
 
@@ -26,7 +26,7 @@ BYTES_PER_FLOAT = 4
 GPU_MEM_LIMIT = 1024**3  # the pasted masks of one chunk on a GPU, as mmdet (1 GiB)
 
 UPSAMPLE_METHODS = (None, 'deconv', 'nearest', 'bilinear', 'carafe')
-PREDICTOR_TYPES = ('Conv', 'Conv2d')
+PREDICTOR_TYPES = ('Conv', 'Conv2d', 'NormedConv2d')
 
 
 def _build_upsample(cfg, method, scale_factor, in_channels, out_channels):
@@ -61,10 +61,8 @@ def _build_upsample(cfg, method, scale_factor, in_channels, out_channels):
 def _build_predictor(cfg, in_channels, out_channels):
     if not isinstance(cfg, dict) or cfg.get('type') not in PREDICTOR_TYPES:
         raise NotImplementedError(f'FCNMaskHead predictor_cfg supports type '
-                                  f'{" or ".join(PREDICTOR_TYPES)} (nn.Conv2d), got {cfg!r}')
-    cfg = dict(cfg)
-    cfg.pop('type')
-    return nn.Conv2d(in_channels, out_channels, 1, **cfg)
+                                  f'{" or ".join(PREDICTOR_TYPES)}, got {cfg!r}')
+    return build_conv_layer(cfg, in_channels, out_channels, 1)
 
 
 @MODELS.register_module()
