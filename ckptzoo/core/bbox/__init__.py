@@ -1,13 +1,19 @@
 """Boxes (mmdet 2.x ``mmdet/core/bbox``): assignment, sampling, coding, IoU and transforms."""
 from .assigners import AssignResult, MaxIoUAssigner
-from .coder import BucketingBBoxCoder, DeltaXYWHBBoxCoder, LegacyDeltaXYWHBBoxCoder, bbox2delta, delta2bbox
+from .coder import DeltaXYWHBBoxCoder, LegacyDeltaXYWHBBoxCoder, bbox2delta, delta2bbox
 from .iou_calculators import bbox_overlaps
 from .samplers import (PseudoSampler, RandomSampler, SamplingResult,
                        restore_sampling_at_capacity, set_sampling_at_capacity)
-from .transforms import (bbox2result, bbox2roi, bbox_rescale, bbox_flip, bbox_mapping, bbox_mapping_back,
+from .transforms import (bbox2result, bbox2roi, bbox_flip, bbox_mapping, bbox_mapping_back,
                          roi2bbox)
 
-__all__ = ['AssignResult', 'MaxIoUAssigner', 'BucketingBBoxCoder', 'DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox',
+__all__ = ['AssignResult', 'MaxIoUAssigner', 'DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox',
            'bbox_overlaps', 'PseudoSampler', 'RandomSampler', 'SamplingResult',
            'set_sampling_at_capacity', 'restore_sampling_at_capacity', 'bbox2result',
-           'bbox2roi', 'bbox_rescale', 'bbox_flip', 'bbox_mapping', 'bbox_mapping_back', 'roi2bbox']
+           'bbox2roi', 'bbox_flip', 'bbox_mapping', 'bbox_mapping_back', 'roi2bbox']
+
+# SABL's coder and its proposal rescaling (kept apart: the lines above are shared edits)
+from .coder import BucketingBBoxCoder  # noqa: E402
+from .transforms import bbox_rescale  # noqa: E402
+
+__all__ += ['BucketingBBoxCoder', 'bbox_rescale']
