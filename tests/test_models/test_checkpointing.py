@@ -119,3 +119,30 @@ def test_checkpoint_sequential_equals_plain(count_cp):
             assert a.num_batches_tracked.item() == b.num_batches_tracked.item() == 1
     with pytest.raises(ValueError, match='segments must be an int in'):
         checkpoint_sequential(seq, 0, x)
+
+
+@pytest.mark.parametrize('use_reentrant', [False, True])
+def test_nested_outputs_get_their_gradients_in_both_implementations(use_reentrant):
+    """A region returning ``(a, (b, c))`` (SABL's box head): the reentrant autograd Function
+    sees only top-level tensors, so the nested ones travel flattened."""
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4)
+    x = torch.randn(3, 4, requires_grad=True)
+
+    def region(inp):
+        y = lin(inp)
+        return y * 2, (y.sin(), [y.cos(), None])
+
+    def total(out):
+        a, (b, (c, none)) = out
+        assert none is None
+        return a.sum() + (b * 3).sum() + (c * 5).sum()
+
+    total(region(x)).backward()
+    ref = [x.grad.clone(), lin.weight.grad.clone()]
+    x.grad, lin.weight.grad = None, None
+    out = checkpoint(region, x, mode='full', use_reentrant=use_reentrant, module=lin)
+    assert isinstance(out, tuple) and isinstance(out[1][1], list)
+    total(out).backward()
+    torch.testing.assert_close(x.grad, ref[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(lin.weight.grad, ref[1], rtol=0, atol=1e-6)

@@ -11,3 +11,9 @@ __all__ = ['AssignResult', 'MaxIoUAssigner', 'DeltaXYWHBBoxCoder', 'LegacyDeltaX
            'bbox_overlaps', 'PseudoSampler', 'RandomSampler', 'SamplingResult',
            'set_sampling_at_capacity', 'restore_sampling_at_capacity', 'bbox2result',
            'bbox2roi', 'bbox_flip', 'bbox_mapping', 'bbox_mapping_back', 'roi2bbox']
+
+# SABL's coder and its proposal rescaling (kept apart: the lines above are shared edits)
+from .coder import BucketingBBoxCoder  # noqa: E402
+from .transforms import bbox_rescale  # noqa: E402
+
+__all__ += ['BucketingBBoxCoder', 'bbox_rescale']

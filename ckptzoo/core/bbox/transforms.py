@@ -3,7 +3,7 @@ image and its test-time augmentations (mmdet 2.x ``core/bbox/transforms.py``).""
 import numpy as np
 import torch
 
-__all__ = ['bbox2roi', 'roi2bbox', 'bbox2result', 'bbox_flip', 'bbox_mapping',
+__all__ = ['bbox2roi', 'bbox_rescale', 'roi2bbox', 'bbox2result', 'bbox_flip', 'bbox_mapping',
            'bbox_mapping_back']
 
 FLIP_DIRECTIONS = ('horizontal', 'vertical', 'diagonal')
@@ -80,3 +80,16 @@ def bbox_mapping_back(bboxes, img_shape, scale_factor, flip, flip_direction='hor
     if flip:
         bboxes = bbox_flip(bboxes, img_shape, flip_direction)
     return _scaled(bboxes, scale_factor, divide=True)
+
+
+def bbox_rescale(bboxes, scale_factor=1.0):
+    """Boxes ``[n, 4]`` (or RoIs ``[n, 5]``, index kept) scaled about their centres by
+    ``scale_factor`` (mmdet 2.x's; SABL's buckets span the rescaled proposal)."""
+    rois = bboxes.size(1) == 5
+    boxes = bboxes[:, 1:] if rois else bboxes
+    cx = (boxes[:, 0] + boxes[:, 2]) * 0.5
+    cy = (boxes[:, 1] + boxes[:, 3]) * 0.5
+    w = (boxes[:, 2] - boxes[:, 0]) * scale_factor
+    h = (boxes[:, 3] - boxes[:, 1]) * scale_factor
+    out = [cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h]
+    return torch.stack(([bboxes[:, 0]] if rois else []) + out, dim=-1)

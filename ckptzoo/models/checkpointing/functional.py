@@ -39,6 +39,7 @@ import torch
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils import checkpoint as torch_cp
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ...utils.nested import iter_tensors
 from .observers import _observers, observed
@@ -249,8 +250,21 @@ def checkpoint(function: Callable, *args: Any, mode: Optional[str] = 'full',
     kwargs = dict(use_reentrant=use_reentrant, preserve_rng_state=preserve_rng_state)
     if mode == 'selective':
         kwargs['context_fn'] = selective_context
-    return torch_cp.checkpoint(_Recompute(function, module, mode == 'selective'), *args,
-                               **kwargs)
+    recompute = _Recompute(function, module, mode == 'selective')
+    if not use_reentrant:
+        return torch_cp.checkpoint(recompute, *args, **kwargs)
+    # the reentrant implementation is an autograd Function: only the tensors at the top of its
+    # output get a gradient, so nested outputs (SABL's (cls_score, (bucket_cls, offsets)))
+    # travel flattened and are rebuilt
+    spec = []
+
+    def flat(*inputs):
+        leaves, tree = tree_flatten(recompute(*inputs))
+        spec[:] = [tree]
+        return tuple(leaves)
+
+    leaves = torch_cp.checkpoint(flat, *args, **kwargs)
+    return tree_unflatten(list(leaves), spec[0])
 
 
 def checkpoint_sequential(functions: Union[nn.Sequential, Sequence[nn.Module]], segments: int,

@@ -1,8 +1,8 @@
 """The second stage of two-stage detectors (mmdet 2.x ``roi_heads``): RoI feature extraction
 (``roi_extractors/``), box heads (``bbox_heads/``), the mask heads (``mask_heads/``), shared
 heads (``shared_heads/``), the standard and the cascade RoI heads and their variants."""
-from .bbox_heads import (BBoxHead, ConvFCBBoxHead, DoubleConvFCBBoxHead, Shared2FCBBoxHead,
-                         Shared4Conv1FCBBoxHead)
+from .bbox_heads import (BBoxHead, ConvFCBBoxHead, DoubleConvFCBBoxHead, SABLHead,
+                         Shared2FCBBoxHead, Shared4Conv1FCBBoxHead)
 from .cascade_roi_head import CascadeRoIHead
 from .double_roi_head import DoubleHeadRoIHead
 from .dynamic_roi_head import DynamicRoIHead
@@ -15,7 +15,7 @@ from .shared_heads import ResLayer
 from .standard_roi_head import StandardRoIHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
-           'DoubleConvFCBBoxHead', 'CascadeRoIHead', 'DoubleHeadRoIHead', 'DynamicRoIHead',
+           'DoubleConvFCBBoxHead', 'SABLHead', 'CascadeRoIHead', 'DoubleHeadRoIHead', 'DynamicRoIHead',
            'FCNMaskHead', 'FusedSemanticHead', 'HTCMaskHead', 'HybridTaskCascadeRoIHead',
            'MaskIoUHead', 'MaskScoringRoIHead', 'PISARoIHead', 'ResLayer',
            'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead']

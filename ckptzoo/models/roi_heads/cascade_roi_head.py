@@ -321,10 +321,10 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
             rois = rois.split(num_per_img, 0)
             cls_score = bbox_results['cls_score'].split(num_per_img, 0)
             bbox_pred = bbox_results['bbox_pred']
-            if not isinstance(bbox_pred, torch.Tensor):
-                raise NotImplementedError(f'{type(self).__name__} needs box heads that predict '
-                                          f'deltas as one tensor, got {type(bbox_pred)}')
-            bbox_pred = bbox_pred.split(num_per_img, 0)
+            if isinstance(bbox_pred, torch.Tensor):
+                bbox_pred = bbox_pred.split(num_per_img, 0)
+            else:  # a head's own prediction structure (SABL's bucket pair)
+                bbox_pred = self.bbox_head[i].bbox_pred_split(bbox_pred, num_per_img)
             ms_scores.append(cls_score)
             if i < self.num_stages - 1:
                 head = self.bbox_head[i]

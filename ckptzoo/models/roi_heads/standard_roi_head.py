@@ -393,8 +393,12 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
         rois = rois.split(num_per_img, 0)
         cls_score = bbox_results['cls_score'].split(num_per_img, 0)
         bbox_pred = bbox_results['bbox_pred']
-        bbox_pred = bbox_pred.split(num_per_img, 0) if bbox_pred is not None \
-            else (None, ) * len(proposals)
+        if bbox_pred is None:
+            bbox_pred = (None, ) * len(proposals)
+        elif isinstance(bbox_pred, torch.Tensor):
+            bbox_pred = bbox_pred.split(num_per_img, 0)
+        else:  # a head's own prediction structure (SABL's bucket pair), split by the head
+            bbox_pred = self.bbox_head.bbox_pred_split(bbox_pred, num_per_img)
         det_bboxes, det_labels = [], []
         for i, meta in enumerate(img_metas):
             if rois[i].shape[0] == 0:

@@ -1,4 +1,6 @@
+from .bucketing_bbox_coder import BucketingBBoxCoder
 from .delta_xywh_bbox_coder import DeltaXYWHBBoxCoder, bbox2delta, delta2bbox
 from .legacy_delta_xywh_bbox_coder import LegacyDeltaXYWHBBoxCoder
 
-__all__ = ['DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox']
+__all__ = ['BucketingBBoxCoder', 'DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder',
+           'bbox2delta', 'delta2bbox']

@@ -1,6 +1,7 @@
 from .bbox_head import BBoxHead
 from .convfc_bbox_head import ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
 from .double_bbox_head import DoubleConvFCBBoxHead
+from .sabl_head import SABLHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
-           'DoubleConvFCBBoxHead']
+           'DoubleConvFCBBoxHead', 'SABLHead']
