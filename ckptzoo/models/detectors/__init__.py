@@ -9,8 +9,9 @@ from .point_rend import PointRend
 from .retinanet import RetinaNet
 from .rpn import RPN
 from .single_stage import SingleStageDetector, bbox2result
+from .trident_faster_rcnn import TridentFasterRCNN
 from .two_stage import TwoStageDetector
 
 __all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'HybridTaskCascade',
            'MaskRCNN', 'MaskScoringRCNN', 'PointRend', 'RetinaNet', 'RPN', 'SingleStageDetector',
-           'TwoStageDetector', 'bbox2result']
+           'TridentFasterRCNN', 'TwoStageDetector', 'bbox2result']

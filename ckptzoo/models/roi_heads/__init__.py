@@ -15,10 +15,11 @@ from .point_rend_roi_head import PointRendRoIHead
 from .roi_extractors import GenericRoIExtractor, SingleRoIExtractor
 from .shared_heads import ResLayer
 from .standard_roi_head import StandardRoIHead
+from .trident_roi_head import TridentRoIHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
            'DoubleConvFCBBoxHead', 'CascadeRoIHead', 'DoubleHeadRoIHead', 'DynamicRoIHead',
            'FCNMaskHead', 'FusedSemanticHead', 'HTCMaskHead', 'HybridTaskCascadeRoIHead',
            'MaskIoUHead', 'MaskScoringRoIHead', 'PISARoIHead', 'CoarseMaskHead',
            'MaskPointHead', 'PointRendRoIHead', 'ResLayer',
-           'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead']
+           'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead', 'TridentRoIHead']
