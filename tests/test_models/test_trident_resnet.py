@@ -99,3 +99,20 @@ def test_every_mode_on_the_trident_blocks_equals_plain(mode, reentrant):
 def test_with_cp_sets_the_trident_blocks():
     model = _backbone(with_cp=True)
     assert all(mode == 'full' for mode in model.checkpoint_plan().values())
+
+
+def test_segments_across_the_branches_are_exact():
+    plain = _backbone()
+    state = copy.deepcopy(plain.state_dict())
+    x = torch.randn(2, 3, 64, 64)
+    ref = _step(plain, x)
+    model = _backbone()
+    model.load_state_dict(state)
+    # the state between trident blocks is a list of branches
+    model.set_checkpoint_segments([['layer2.3', 'layer3.2'], ['layer3.3', 'layer3.5']])
+    got = _step(model, x)
+    torch.testing.assert_close(got[0], ref[0], rtol=0, atol=0)
+    for name, grad in ref[1].items():
+        torch.testing.assert_close(got[1][name], grad, rtol=0, atol=1e-6)
+    for name, buf in ref[2].items():
+        torch.testing.assert_close(got[2][name], buf, rtol=0, atol=0)
