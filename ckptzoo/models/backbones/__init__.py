@@ -2,5 +2,7 @@ from .densenet import DenseNet
 from .swin import SwinTransformer, convert_official_swin, convert_torchvision_swin
 from .resnet import BasicBlock, Bottleneck, ResLayer, ResNet, ResNetV1d
 from .resnext import ResNeXt
+from .trident_resnet import TridentResNet
 
-__all__ = ['DenseNet', 'SwinTransformer', 'convert_torchvision_swin', 'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResLayer', 'ResNet', 'ResNetV1d', 'ResNeXt']
+__all__ = ['DenseNet', 'SwinTransformer', 'convert_torchvision_swin', 'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResLayer', 'ResNet', 'ResNetV1d', 'ResNeXt',
+           'TridentResNet']

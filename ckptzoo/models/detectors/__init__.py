@@ -5,11 +5,13 @@ from .faster_rcnn import FasterRCNN
 from .htc import HybridTaskCascade
 from .mask_rcnn import MaskRCNN
 from .mask_scoring_rcnn import MaskScoringRCNN
+from .point_rend import PointRend
 from .retinanet import RetinaNet
 from .rpn import RPN
 from .single_stage import SingleStageDetector, bbox2result
+from .trident_faster_rcnn import TridentFasterRCNN
 from .two_stage import TwoStageDetector
 
 __all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'HybridTaskCascade',
-           'MaskRCNN', 'MaskScoringRCNN', 'RetinaNet', 'RPN', 'SingleStageDetector',
-           'TwoStageDetector', 'bbox2result']
+           'MaskRCNN', 'MaskScoringRCNN', 'PointRend', 'RetinaNet', 'RPN', 'SingleStageDetector',
+           'TridentFasterRCNN', 'TwoStageDetector', 'bbox2result']

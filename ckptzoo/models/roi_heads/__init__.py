@@ -7,15 +7,19 @@ from .cascade_roi_head import CascadeRoIHead
 from .double_roi_head import DoubleHeadRoIHead
 from .dynamic_roi_head import DynamicRoIHead
 from .htc_roi_head import HybridTaskCascadeRoIHead
-from .mask_heads import FCNMaskHead, FusedSemanticHead, HTCMaskHead, MaskIoUHead
+from .mask_heads import (CoarseMaskHead, FCNMaskHead, FusedSemanticHead, HTCMaskHead,
+                         MaskIoUHead, MaskPointHead)
 from .mask_scoring_roi_head import MaskScoringRoIHead
 from .pisa_roi_head import PISARoIHead
+from .point_rend_roi_head import PointRendRoIHead
 from .roi_extractors import GenericRoIExtractor, SingleRoIExtractor
 from .shared_heads import ResLayer
 from .standard_roi_head import StandardRoIHead
+from .trident_roi_head import TridentRoIHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
            'DoubleConvFCBBoxHead', 'SABLHead', 'CascadeRoIHead', 'DoubleHeadRoIHead', 'DynamicRoIHead',
            'FCNMaskHead', 'FusedSemanticHead', 'HTCMaskHead', 'HybridTaskCascadeRoIHead',
-           'MaskIoUHead', 'MaskScoringRoIHead', 'PISARoIHead', 'ResLayer',
-           'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead']
+           'MaskIoUHead', 'MaskScoringRoIHead', 'PISARoIHead', 'CoarseMaskHead',
+           'MaskPointHead', 'PointRendRoIHead', 'ResLayer',
+           'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead', 'TridentRoIHead']

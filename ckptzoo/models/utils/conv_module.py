@@ -31,7 +31,7 @@ class ConvModule(nn.Module):
 
     Args:
         bias (bool | 'auto'): 'auto' gives the conv a bias only when there is no norm.
-        conv_cfg (None): only the plain ``nn.Conv2d`` is supported.
+        conv_cfg (None | dict): None (``nn.Conv2d``) or ``dict(type='Conv1d')``.
         norm_cfg (dict | None): e.g. ``dict(type='BN')`` or ``dict(type='GN', num_groups=32)``.
         act_cfg (dict | None): e.g. ``dict(type='ReLU')``; None for no activation.
         inplace (bool): in-place activation (ReLU and friends).
@@ -45,10 +45,13 @@ class ConvModule(nn.Module):
                  inplace=True, with_spectral_norm=False, padding_mode='zeros',
                  order=('conv', 'norm', 'act')):
         super().__init__()
-        if conv_cfg is not None and conv_cfg != dict(type='Conv2d') \
-                and conv_cfg != dict(type='Conv'):
-            raise NotImplementedError(f'ConvModule supports conv_cfg=None (nn.Conv2d) only, '
-                                      f'got {conv_cfg!r}')
+        conv_layers = {None: nn.Conv2d, 'Conv': nn.Conv2d, 'Conv2d': nn.Conv2d,
+                       'Conv1d': nn.Conv1d}  # Conv1d: PointRend's MaskPointHead
+        conv_type = None if conv_cfg is None else conv_cfg.get('type')
+        if conv_cfg is not None and (conv_cfg != dict(type=conv_type)
+                                     or conv_type not in conv_layers):
+            raise NotImplementedError(f"ConvModule supports conv_cfg=None (nn.Conv2d) or "
+                                      f"dict(type='Conv1d') only, got {conv_cfg!r}")
         if with_spectral_norm:
             raise NotImplementedError('ConvModule with_spectral_norm is not supported')
         if not (isinstance(order, (tuple, list)) and len(order) == 3
@@ -68,7 +71,7 @@ class ConvModule(nn.Module):
             bias = not self.with_norm
         self.with_bias = bias
 
-        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride,
+        self.conv = conv_layers[conv_type](in_channels, out_channels, kernel_size, stride=stride,
                               padding=padding, dilation=dilation, groups=groups, bias=bias,
                               padding_mode=padding_mode)
         self.in_channels = in_channels

@@ -11,7 +11,7 @@ import difflib
 import torch
 import torch.nn as nn
 
-from ....ops import RoIAlign
+from ....ops import RoIAlign, SimpleRoIAlign
 from ....registry import MODELS
 from ....runner.fp16 import force_fp32
 from ...utils.pretrained import check_pretrained_cfg, load_pretrained
@@ -19,7 +19,7 @@ from ...utils.pretrained import check_pretrained_cfg, load_pretrained
 __all__ = ['SingleRoIExtractor', 'ROI_LAYERS']
 
 #: the RoI layers ``roi_layer=dict(type=...)`` may name (mmcv's ``mmcv.ops`` names)
-ROI_LAYERS = {'RoIAlign': RoIAlign}
+ROI_LAYERS = {'RoIAlign': RoIAlign, 'SimpleRoIAlign': SimpleRoIAlign}
 
 
 @MODELS.register_module()
