@@ -274,7 +274,6 @@ def test_mmdet_two_stage_config_trains_with_the_savers(name, data_tree, tmp_path
 RCNN_VARIANT_FOLDERS = ('double_heads', 'dynamic_rcnn', 'groie', 'libra_rcnn', 'pisa')
 RCNN_VARIANT_PENDING = {
     'groie/': 'GeneralizedAttention post module (and GridRCNN / ContextBlock for some)',
-    'pisa/pisa_faster': 'ScoreHLRSampler', 'pisa/pisa_mask': 'ScoreHLRSampler',
     'pisa/pisa_retinanet': 'PISARetinaHead', 'pisa/pisa_ssd': 'SSDVGG / PISASSDHead'}
 RCNN_VARIANT_CONFIGS = model_configs(MMDET_CONFIGS, RCNN_VARIANT_FOLDERS) \
     if MMDET_CONFIGS else []
