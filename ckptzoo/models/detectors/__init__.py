@@ -1,6 +1,7 @@
 from .base import BaseDetector
 from .cascade_rcnn import CascadeRCNN
 from .fast_rcnn import FastRCNN
+from .grid_rcnn import GridRCNN
 from .faster_rcnn import FasterRCNN
 from .htc import HybridTaskCascade
 from .mask_rcnn import MaskRCNN
@@ -10,6 +11,6 @@ from .rpn import RPN
 from .single_stage import SingleStageDetector, bbox2result
 from .two_stage import TwoStageDetector
 
-__all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'HybridTaskCascade',
+__all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'GridRCNN', 'HybridTaskCascade',
            'MaskRCNN', 'MaskScoringRCNN', 'RetinaNet', 'RPN', 'SingleStageDetector',
            'TwoStageDetector', 'bbox2result']

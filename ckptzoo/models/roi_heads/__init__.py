@@ -6,8 +6,9 @@ from .bbox_heads import (BBoxHead, ConvFCBBoxHead, DoubleConvFCBBoxHead, Shared2
 from .cascade_roi_head import CascadeRoIHead
 from .double_roi_head import DoubleHeadRoIHead
 from .dynamic_roi_head import DynamicRoIHead
+from .grid_roi_head import GridRoIHead
 from .htc_roi_head import HybridTaskCascadeRoIHead
-from .mask_heads import FCNMaskHead, FusedSemanticHead, HTCMaskHead, MaskIoUHead
+from .mask_heads import FCNMaskHead, FusedSemanticHead, GridHead, HTCMaskHead, MaskIoUHead
 from .mask_scoring_roi_head import MaskScoringRoIHead
 from .pisa_roi_head import PISARoIHead
 from .roi_extractors import GenericRoIExtractor, SingleRoIExtractor
@@ -16,6 +17,6 @@ from .standard_roi_head import StandardRoIHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
            'DoubleConvFCBBoxHead', 'CascadeRoIHead', 'DoubleHeadRoIHead', 'DynamicRoIHead',
-           'FCNMaskHead', 'FusedSemanticHead', 'HTCMaskHead', 'HybridTaskCascadeRoIHead',
+           'FCNMaskHead', 'FusedSemanticHead', 'GridHead', 'GridRoIHead', 'HTCMaskHead', 'HybridTaskCascadeRoIHead',
            'MaskIoUHead', 'MaskScoringRoIHead', 'PISARoIHead', 'ResLayer',
            'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead']
