@@ -285,7 +285,7 @@ def _pending(name):
 
 
 @pytest.mark.parametrize('name', RCNN_VARIANT_CONFIGS)
-def test_mmdet_rcnn_variant_config_builds_on_meta(name):
+def test_mmdet_rcnn_variant_folder_config_builds_on_meta(name):
     """Double-Head, Dynamic, GRoIE, Libra and PISA configs build unchanged; a config whose
     missing type is pending fails with that type's name (and passes the day it exists)."""
     reason = try_build(osp.join(MMDET_CONFIGS, name))
