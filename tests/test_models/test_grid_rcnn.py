@@ -136,3 +136,16 @@ def test_arguments_are_checked():
     cfg['train_cfg']['rcnn']['grid_radius'] = 1
     with pytest.raises(Exception, match='grid_radius'):
         build_detector(cfg)
+
+
+def test_with_a_mask_head_the_grid_unit_comes_between_bbox_and_mask():
+    cfg = grid_rcnn_cfg()
+    cfg['roi_head'].update(mask_roi_extractor=dict(cfg['roi_head']['grid_roi_extractor']),
+                           mask_head=dict(type='FCNMaskHead', num_convs=1, in_channels=16,
+                                          conv_out_channels=16, num_classes=3))
+    cfg['train_cfg']['rcnn']['mask_size'] = 28
+    torch.manual_seed(0)
+    model = build_detector(cfg)
+    assert list(model.roi_head.checkpoint_units()) == ['bbox', 'grid', 'mask']
+    log_vars, _, _ = train_step(model, masks_batch())
+    assert {'loss_grid', 'loss_mask'} <= set(log_vars)
