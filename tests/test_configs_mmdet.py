@@ -274,7 +274,6 @@ def test_mmdet_two_stage_config_trains_with_the_savers(name, data_tree, tmp_path
 RCNN_VARIANT_FOLDERS = ('double_heads', 'dynamic_rcnn', 'groie', 'libra_rcnn', 'pisa')
 RCNN_VARIANT_PENDING = {
     'groie/': 'GeneralizedAttention post module (and GridRCNN / ContextBlock for some)',
-    'pisa/pisa_faster': 'ScoreHLRSampler', 'pisa/pisa_mask': 'ScoreHLRSampler',
     'pisa/pisa_retinanet': 'PISARetinaHead', 'pisa/pisa_ssd': 'SSDVGG / PISASSDHead'}
 RCNN_VARIANT_CONFIGS = model_configs(MMDET_CONFIGS, RCNN_VARIANT_FOLDERS) \
     if MMDET_CONFIGS else []
@@ -286,7 +285,7 @@ def _pending(name):
 
 
 @pytest.mark.parametrize('name', RCNN_VARIANT_CONFIGS)
-def test_mmdet_rcnn_variant_config_builds_on_meta(name):
+def test_mmdet_rcnn_variant_folder_config_builds_on_meta(name):
     """Double-Head, Dynamic, GRoIE, Libra and PISA configs build unchanged; a config whose
     missing type is pending fails with that type's name (and passes the day it exists)."""
     reason = try_build(osp.join(MMDET_CONFIGS, name))

@@ -7,11 +7,14 @@
 boxes, class by class from it on). ``torchvision.ops.batched_nms`` runs class by class on the
 unshifted boxes above 1000 boxes (CPU), which can keep other boxes in float32, so it is not
 used.
+
+``nms_match`` is mmcv's greedy NMS that returns the groups instead of the kept boxes (PISA's
+``ScoreHLRSampler`` ranks the negatives within them).
 """
 import torch
 from torchvision.ops import nms as tv_nms
 
-__all__ = ['nms', 'batched_nms']
+__all__ = ['nms', 'batched_nms', 'nms_match']
 
 NMS_KEYS = ('type', 'iou_threshold', 'iou_thr', 'offset', 'score_threshold', 'max_num',
             'class_agnostic', 'split_thr')
@@ -102,3 +105,40 @@ def batched_nms(boxes, scores, idxs, nms_cfg, class_agnostic=False):
     if max_num > 0:
         keep, kept_scores = keep[:max_num], kept_scores[:max_num]
     return torch.cat([boxes[keep], kept_scores[:, None]], -1), keep
+
+
+def nms_match(dets, iou_threshold):
+    """mmcv's ``nms_match``: greedy NMS over ``dets [n, 5]`` (boxes and score) that returns,
+    per kept box (best first), a long tensor of its group: the kept box, then the boxes it
+    suppresses (IoU ``>=`` the threshold, areas without +1) in score order. Computed on the
+    CPU in float32, as mmcv's kernel; ndarray in, list of ndarrays out."""
+    import numpy as np
+    is_tensor = isinstance(dets, torch.Tensor)
+    if dets.shape[0] == 0:
+        return []
+    if dets.shape[-1] != 5:
+        raise ValueError(f'nms_match takes dets [n, 5], got {tuple(dets.shape)}')
+    d = dets.detach().cpu().float() if is_tensor else torch.from_numpy(np.asarray(dets)).float()
+    x1, y1, x2, y2, scores = d.unbind(1)
+    areas = (x2 - x1) * (y2 - y1)
+    order = scores.sort(0, descending=True)[1].tolist()
+    # pairwise IoU in the kernel's float32 operation order
+    w = (torch.minimum(x2[:, None], x2[None]) - torch.maximum(x1[:, None], x1[None])).clamp(min=0)
+    h = (torch.minimum(y2[:, None], y2[None]) - torch.maximum(y1[:, None], y1[None])).clamp(min=0)
+    inter = w * h
+    over = (inter / (areas[:, None] + areas[None] - inter)) >= float(iou_threshold)
+    over = over.tolist()
+    suppressed = [False] * len(order)
+    groups = []
+    for pos, i in enumerate(order):
+        if suppressed[i]:
+            continue
+        group = [i]
+        for j in order[pos + 1:]:
+            if not suppressed[j] and over[i][j]:
+                suppressed[j] = True
+                group.append(j)
+        groups.append(group)
+    if is_tensor:
+        return [dets.new_tensor(g, dtype=torch.long) for g in groups]
+    return [np.array(g, dtype=int) for g in groups]

@@ -56,6 +56,12 @@ VARIANTS = {
     'dynamic': dict(roi_head=dict(type='DynamicRoIHead'), rcnn=DYNAMIC),
     'pisa': dict(roi_head=dict(type='PISARoIHead'),
                  rcnn=dict(isr=dict(k=2, bias=0), carl=dict(k=1, bias=0.2))),
+    # ISR-N: the negatives picked and weighted by ScoreHLRSampler (pisa_faster_rcnn's)
+    'pisa_hlr': dict(roi_head=dict(type='PISARoIHead'),
+                     rcnn=dict(sampler=dict(type='ScoreHLRSampler', num=32, pos_fraction=0.25,
+                                            neg_pos_ub=-1, add_gt_as_proposals=True, k=0.5,
+                                            bias=0., score_thr=0.05),
+                               isr=dict(k=2, bias=0), carl=dict(k=1, bias=0.2))),
 }
 
 
@@ -78,7 +84,8 @@ def test_train_step_and_test(name):
     model = _model(name)
     log_vars, grads, _ = _step(model)
     keys = ['loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls', 'acc', 'loss_bbox']
-    assert list(log_vars) == keys + (['loss_carl'] if name == 'pisa' else []) + ['loss']
+    assert list(log_vars) == keys + (['loss_carl'] if name.startswith('pisa') else []) + [
+        'loss']
     assert all(torch.isfinite(torch.tensor(v)) for v in log_vars.values())
     assert any(n.startswith('roi_head.bbox_head.') for n in grads)
     model.eval()
@@ -114,7 +121,7 @@ def test_libra_units_in_execution_order():
         _model('libra').checkpoint_chains()
 
 
-@pytest.mark.parametrize('name', ['double', 'groie', 'libra_conv', 'pisa'])
+@pytest.mark.parametrize('name', ['double', 'groie', 'libra_conv', 'pisa', 'pisa_hlr'])
 @pytest.mark.parametrize('mode', ['full', 'selective', 'offload', 'segment'])
 def test_every_checkpoint_mode_is_exact(name, mode):
     """Outputs, every gradient and the BN buffers equal the plain run's."""

@@ -2,6 +2,7 @@ from .base import BaseDetector
 from .cascade_rcnn import CascadeRCNN
 from .fast_rcnn import FastRCNN
 from .faster_rcnn import FasterRCNN
+from .grid_rcnn import GridRCNN
 from .htc import HybridTaskCascade
 from .mask_rcnn import MaskRCNN
 from .mask_scoring_rcnn import MaskScoringRCNN
@@ -12,6 +13,6 @@ from .single_stage import SingleStageDetector, bbox2result
 from .trident_faster_rcnn import TridentFasterRCNN
 from .two_stage import TwoStageDetector
 
-__all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'HybridTaskCascade',
-           'MaskRCNN', 'MaskScoringRCNN', 'PointRend', 'RetinaNet', 'RPN', 'SingleStageDetector',
-           'TridentFasterRCNN', 'TwoStageDetector', 'bbox2result']
+__all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'GridRCNN',
+           'HybridTaskCascade', 'MaskRCNN', 'MaskScoringRCNN', 'PointRend', 'RetinaNet', 'RPN',
+           'SingleStageDetector', 'TridentFasterRCNN', 'TwoStageDetector', 'bbox2result']

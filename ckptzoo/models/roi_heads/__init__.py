@@ -6,8 +6,9 @@ from .bbox_heads import (BBoxHead, ConvFCBBoxHead, DoubleConvFCBBoxHead, SABLHea
 from .cascade_roi_head import CascadeRoIHead
 from .double_roi_head import DoubleHeadRoIHead
 from .dynamic_roi_head import DynamicRoIHead
+from .grid_roi_head import GridRoIHead
 from .htc_roi_head import HybridTaskCascadeRoIHead
-from .mask_heads import (CoarseMaskHead, FCNMaskHead, FusedSemanticHead, HTCMaskHead,
+from .mask_heads import (CoarseMaskHead, FCNMaskHead, FusedSemanticHead, GridHead, HTCMaskHead,
                          MaskIoUHead, MaskPointHead)
 from .mask_scoring_roi_head import MaskScoringRoIHead
 from .pisa_roi_head import PISARoIHead
@@ -18,8 +19,8 @@ from .standard_roi_head import StandardRoIHead
 from .trident_roi_head import TridentRoIHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
-           'DoubleConvFCBBoxHead', 'SABLHead', 'CascadeRoIHead', 'DoubleHeadRoIHead', 'DynamicRoIHead',
-           'FCNMaskHead', 'FusedSemanticHead', 'HTCMaskHead', 'HybridTaskCascadeRoIHead',
-           'MaskIoUHead', 'MaskScoringRoIHead', 'PISARoIHead', 'CoarseMaskHead',
-           'MaskPointHead', 'PointRendRoIHead', 'ResLayer',
+           'DoubleConvFCBBoxHead', 'SABLHead', 'CascadeRoIHead', 'DoubleHeadRoIHead',
+           'DynamicRoIHead', 'FCNMaskHead', 'FusedSemanticHead', 'GridHead', 'GridRoIHead',
+           'HTCMaskHead', 'HybridTaskCascadeRoIHead', 'MaskIoUHead', 'MaskScoringRoIHead',
+           'PISARoIHead', 'CoarseMaskHead', 'MaskPointHead', 'PointRendRoIHead', 'ResLayer',
            'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead', 'TridentRoIHead']

@@ -89,7 +89,8 @@ class PISARoIHead(StandardRoIHead):
             start = 0
             for res, weight in zip(sampling_results, neg_label_weights):
                 num_pos, num_neg = res.pos_inds.size(0), res.neg_inds.size(0)
-                label_weights[start + num_pos:start + num_pos + num_neg] = weight
+                if weight is not None:  # None: an image without negatives (mmdet fails)
+                    label_weights[start + num_pos:start + num_pos + num_neg] = weight
                 start += num_pos + num_neg
         cls_score, bbox_pred = bbox_results['cls_score'], bbox_results['bbox_pred']
         isr_cfg = cfg_get(self.train_cfg, 'isr')

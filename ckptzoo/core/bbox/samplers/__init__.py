@@ -7,8 +7,9 @@ from .ohem_sampler import OHEMSampler
 from .pseudo_sampler import PseudoSampler
 from .random_sampler import RandomSampler
 from .sampling_result import SamplingResult
+from .score_hlr_sampler import ScoreHLRSampler
 
 __all__ = ['BaseSampler', 'PseudoSampler', 'RandomSampler', 'CombinedSampler',
            'InstanceBalancedPosSampler', 'IoUBalancedNegSampler', 'OHEMSampler',
-           'SamplingResult', 'samplers_of', 'set_sampling_at_capacity',
+           'SamplingResult', 'ScoreHLRSampler', 'samplers_of', 'set_sampling_at_capacity',
            'restore_sampling_at_capacity']
