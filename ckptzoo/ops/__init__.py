@@ -1,11 +1,12 @@
 """The ops mmdet 2.x takes from ``mmcv.ops``, on torchvision and plain PyTorch (no compiled
-mmcv): ``nms`` / ``batched_nms``, ``RoIAlign``, PointRend's
+mmcv): ``DeformConv2d``, ``nms`` / ``batched_nms``, ``RoIAlign``, PointRend's
 ``point_sample`` and ``SimpleRoIAlign``. The lowest layer of the model code: it imports
 nothing of ckptzoo."""
+from .deform_conv import DeformConv2d
 from .nms import batched_nms, nms, nms_match
 from .point_sample import (SimpleRoIAlign, point_sample, rel_roi_point_to_abs_img_point,
                            rel_roi_point_to_rel_img_point)
 from .roi_align import RoIAlign
 
-__all__ = ['batched_nms', 'nms', 'nms_match', 'RoIAlign', 'SimpleRoIAlign', 'point_sample',
+__all__ = ['DeformConv2d', 'batched_nms', 'nms', 'nms_match', 'RoIAlign', 'SimpleRoIAlign', 'point_sample',
            'rel_roi_point_to_abs_img_point', 'rel_roi_point_to_rel_img_point']

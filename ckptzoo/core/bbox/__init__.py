@@ -1,5 +1,5 @@
 """Boxes (mmdet 2.x ``mmdet/core/bbox``): assignment, sampling, coding, IoU and transforms."""
-from .assigners import AssignResult, MaxIoUAssigner
+from .assigners import AssignResult, MaxIoUAssigner, RegionAssigner
 from .coder import DeltaXYWHBBoxCoder, LegacyDeltaXYWHBBoxCoder, bbox2delta, delta2bbox
 from .iou_calculators import bbox_overlaps
 from .samplers import (PseudoSampler, RandomSampler, SamplingResult,
@@ -7,7 +7,7 @@ from .samplers import (PseudoSampler, RandomSampler, SamplingResult,
 from .transforms import (bbox2result, bbox2roi, bbox_flip, bbox_mapping, bbox_mapping_back,
                          roi2bbox)
 
-__all__ = ['AssignResult', 'MaxIoUAssigner', 'DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox',
+__all__ = ['AssignResult', 'MaxIoUAssigner', 'RegionAssigner', 'DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder', 'bbox2delta', 'delta2bbox',
            'bbox_overlaps', 'PseudoSampler', 'RandomSampler', 'SamplingResult',
            'set_sampling_at_capacity', 'restore_sampling_at_capacity', 'bbox2result',
            'bbox2roi', 'bbox_flip', 'bbox_mapping', 'bbox_mapping_back', 'roi2bbox']

@@ -1,4 +1,5 @@
 from .assign_result import AssignResult
 from .max_iou_assigner import MaxIoUAssigner
+from .region_assigner import RegionAssigner
 
-__all__ = ['AssignResult', 'MaxIoUAssigner']
+__all__ = ['AssignResult', 'MaxIoUAssigner', 'RegionAssigner']
