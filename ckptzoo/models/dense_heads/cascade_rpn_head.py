@@ -16,7 +16,7 @@ from ...core.bbox import RegionAssigner
 from ...ops import DeformConv2d
 from ...registry import MODELS, TASK_UTILS
 from ...utils.cfg_get import cfg_get
-from ..checkpointing import unit_step
+from ..checkpointing import CheckpointOwnerMixin, unit_step
 from ..utils import apply_init_cfg
 from .rpn_head import RPNHead
 
@@ -295,7 +295,7 @@ class StageCascadeRPNHead(RPNHead):
 
 
 @MODELS.register_module()
-class CascadeRPNHead(nn.Module):
+class CascadeRPNHead(CheckpointOwnerMixin, nn.Module):
     """Cascade RPN: ``num_stages`` :class:`StageCascadeRPNHead` s, each on the previous one's
     refined anchors (and, when bridged, its features). Losses ``s{i}.loss_rpn_cls`` /
     ``s{i}.loss_rpn_reg`` per stage (each stage's weight is in its loss configs); proposals
@@ -309,6 +309,9 @@ class CascadeRPNHead(nn.Module):
         test_cfg (dict): proposal config of the last stage.
         with_cp (bool): ``'full'`` checkpointing of every level of every stage (not an mmdet
             argument; default False; a stage's own ``with_cp`` wins).
+
+    A checkpoint owner of no units of its own: its stages' units (``stages.0.level0``, ...)
+    are listed, planned and set through it.
     """
 
     #: object vs background, whatever the dataset's classes (NumClassCheckHook skips it)
