@@ -58,7 +58,8 @@ def _inputs():
     g = torch.Generator().manual_seed(1)
     feats = [torch.randn(2, 4, 32 // s, 32 // s, generator=g, requires_grad=True)
              for s in STRIDES]
-    gts = [torch.tensor([[4., 4., 20., 22.], [10., 2., 30., 30.]]), torch.tensor([[2., 6., 14., 16.]])]
+    gts = [torch.tensor([[4., 4., 20., 22.], [10., 2., 30., 30.]]),
+           torch.tensor([[2., 6., 14., 16.]])]
     return feats, [_meta(), _meta(28, 30)], gts
 
 
@@ -91,10 +92,8 @@ def test_offsets_of_grid_anchors_twice_the_stride_are_zero():
     and the offset conv is then the plain conv."""
     stage = _head().stages[1]
     sizes = [(8, 8), (4, 4)]
-    anchors = [stage.prior_generator.grid_priors(sizes)]
-    anchors = [[a[:, :2] + (a[:, 2:] - a[:, :2]) / 2 - s + torch.tensor([0., 0.]),
-                ] for a, s in zip(anchors[0], STRIDES)]
-    anchors = [[torch.cat([c, c + 2 * s], 1) for (c, ), s in zip(anchors, STRIDES)]]
+    anchors = [[torch.cat([(a[:, :2] + a[:, 2:]) / 2 - s, (a[:, :2] + a[:, 2:]) / 2 + s], 1)
+                for a, s in zip(stage.prior_generator.grid_priors(sizes), STRIDES)]]
     offsets = stage.anchor_offset(anchors, STRIDES, sizes)
     assert [o.shape for o in offsets] == [(1, 64, 18), (1, 16, 18)]
     assert all(float(o.abs().max()) == 0 for o in offsets)
