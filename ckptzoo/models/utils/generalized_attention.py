@@ -8,12 +8,12 @@ Keys, their order and the seeded initialisation are mmcv's (``query_conv``, ``ke
 
 Fixes over mmcv, which leave its results otherwise equal: with ``spatial_range >= 0`` mmcv
 masks with a uint8 tensor, which torch 2 refuses; the mask is kept as mmcv's uint8 parameter and
-read as boolean here. mmcv failed with an ``UnboundLocalError`` for ``spatial_range >= 0`` and
-``in_channels`` other than 256 / 512, with a position embedding size not a multiple of 4, and with the query-position term but not the
-position-only one (GRoIE's '0100') on a non-square map; here a ``ValueError`` says so. On square
-maps that term is mmcv's as it is, quirk included (its row part reads the query transposed), so
-mmdet's GRoIE checkpoints give their results. A malformed ``attention_type`` is refused (mmcv
-read any string of digits).
+read as boolean here. Where mmcv failed (``UnboundLocalError`` for ``spatial_range >= 0`` with
+``in_channels`` other than 256 / 512; a shape error for a position embedding size not a multiple
+of 4, or for the query-position term without the position-only one, GRoIE's '0100', on a
+non-square map) a ``ValueError`` says why. On square maps that term is mmcv's as it is, quirk
+included (its row part reads the query transposed), so mmdet's GRoIE checkpoints give their
+results. A malformed ``attention_type`` is refused (mmcv read any string of digits).
 """
 import math
 
