@@ -1,6 +1,6 @@
 """mmdet 2.28.2's Grid R-CNN configs build their models unchanged: the ``grid_rcnn/`` folder
 and every config of the tree that names ``GridRCNN`` / ``GridRoIHead`` or inherits a
-``grid_rcnn/`` config (found by reading the files; GRoIE's waits on its attention post module)."""
+``grid_rcnn/`` config (found by reading the files, GRoIE's among them)."""
 import os.path as osp
 
 import pytest
@@ -8,8 +8,7 @@ import pytest
 from tests.helpers.mmdet_config_count import mmdet_configs_root, model_configs, try_build
 
 ROOT = mmdet_configs_root()
-NOT_YET = {'groie/grid_rcnn_r50_fpn_gn-head_groie_1x_coco.py':
-           'GeneralizedAttention (GRoIE post module)'}
+NOT_YET = {}
 
 
 def _names_grid(rel):

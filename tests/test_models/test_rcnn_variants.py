@@ -168,9 +168,9 @@ def test_dynamic_needs_smooth_l1_and_its_cfg():
         build_detector(cfg)
 
 
-def test_groie_refuses_generalized_attention_clearly():
+def test_groie_refuses_context_block_clearly():
     cfg = faster_cfg(roi_head=copy.deepcopy(GROIE))
     cfg['roi_head']['bbox_roi_extractor']['post_cfg'] = dict(
-        type='GeneralizedAttention', in_channels=FEAT, num_heads=2)
-    with pytest.raises(NotImplementedError, match='GeneralizedAttention'):
+        type='ContextBlock', in_channels=FEAT, ratio=0.25)
+    with pytest.raises(NotImplementedError, match='ContextBlock'):
         build_detector(cfg)

@@ -8,5 +8,6 @@ from .builder import (CONV_LAYERS, LINEAR_LAYERS, build_conv_layer,  # noqa: F40
                       build_linear_layer)
 from .normed_predictor import NormedConv2d, NormedLinear  # noqa: F401
 from .non_local import NonLocal2d  # noqa: F401
+from .generalized_attention import GeneralizedAttention  # noqa: F401
 from .plugin import PLUGIN_LAYERS, build_plugin_layer  # noqa: F401
 from .sequential import Sequential, build_model_or_sequence  # noqa: F401

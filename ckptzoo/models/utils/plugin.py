@@ -1,15 +1,17 @@
 """mmcv 1.x ``build_plugin_layer``: the layers a config may insert by ``type`` (GRoIE's
-``pre_cfg`` / ``post_cfg``). Only those made of plain convolutions are here."""
+``pre_cfg`` / ``post_cfg``). ``ContextBlock`` is not written yet."""
 import difflib
 
 from .conv_module import ConvModule
+from .generalized_attention import GeneralizedAttention
 from .non_local import NonLocal2d
 
 __all__ = ['PLUGIN_LAYERS', 'build_plugin_layer']
 
-PLUGIN_LAYERS = {'ConvModule': ConvModule, 'NonLocal2d': NonLocal2d}
+PLUGIN_LAYERS = {'ConvModule': ConvModule, 'NonLocal2d': NonLocal2d,
+                 'GeneralizedAttention': GeneralizedAttention}
 #: mmcv plugin layers that exist but are not written yet: a config naming one fails clearly
-_NOT_YET = ('GeneralizedAttention', 'ContextBlock')
+_NOT_YET = ('ContextBlock', )
 
 
 def build_plugin_layer(cfg, postfix='', **kwargs):
@@ -27,5 +29,6 @@ def build_plugin_layer(cfg, postfix='', **kwargs):
         raise KeyError(f'unknown plugin layer type {layer_type!r}; supported: '
                        f'{", ".join(PLUGIN_LAYERS)}'
                        + (f' (did you mean {close[0]}?)' if close else ''))
-    name = {'ConvModule': 'conv_block', 'NonLocal2d': 'nonlocal_block'}[layer_type]
+    name = {'ConvModule': 'conv_block', 'NonLocal2d': 'nonlocal_block',
+            'GeneralizedAttention': 'gen_attention_block'}[layer_type]
     return name + str(postfix), PLUGIN_LAYERS[layer_type](**kwargs, **cfg)

@@ -3,8 +3,8 @@ level, each level's features through the shared ``pre_module``, aggregated by su
 concatenated along channels), then through ``post_module``.
 
 Keys are mmdet's: ``post_module.*`` then ``pre_module.*`` (mmdet's registration order). The
-plugin layers are mmcv's (:func:`~ckptzoo.models.utils.build_plugin_layer`); the GRoIE papers'
-``GeneralizedAttention`` post module is not written yet.
+plugin layers are mmcv's (:func:`~ckptzoo.models.utils.build_plugin_layer`), the GRoIE configs'
+``GeneralizedAttention`` post module among them.
 
 Fix over mmdet, which leaves its results otherwise equal: with a single input level mmdet
 returned the RoI layer's output as it was (no ``roi_scale_factor``, no pre / post module);
@@ -28,7 +28,8 @@ class GenericRoIExtractor(SingleRoIExtractor):
     """Args (mmdet 2.x's):
         aggregation (str): 'sum' or 'concat' (``out_channels`` must then be the levels'
             channels summed).
-        pre_cfg, post_cfg (dict | None): plugin layers (``ConvModule``, ``NonLocal2d``) applied
+        pre_cfg, post_cfg (dict | None): plugin layers (``ConvModule``, ``NonLocal2d``,
+            ``GeneralizedAttention``) applied
             to each level's RoI features / to the aggregate.
         roi_layer, out_channels, featmap_strides, init_cfg: as :class:`SingleRoIExtractor`
             (mmdet's ``BaseRoIExtractor``; no ``finest_scale``: no level mapping here).
