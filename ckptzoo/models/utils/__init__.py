@@ -10,3 +10,4 @@ from .normed_predictor import NormedConv2d, NormedLinear  # noqa: F401
 from .non_local import NonLocal2d  # noqa: F401
 from .plugin import PLUGIN_LAYERS, build_plugin_layer  # noqa: F401
 from .sequential import Sequential, build_model_or_sequence  # noqa: F401
+from .res_layer import ResLayer, SimplifiedBasicBlock  # noqa: F401
