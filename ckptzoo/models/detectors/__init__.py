@@ -9,11 +9,14 @@ from .mask_scoring_rcnn import MaskScoringRCNN
 from .point_rend import PointRend
 from .retinanet import RetinaNet
 from .rpn import RPN
-from .scnet import SCNet
 from .single_stage import SingleStageDetector, bbox2result
 from .trident_faster_rcnn import TridentFasterRCNN
 from .two_stage import TwoStageDetector
 
 __all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'GridRCNN',
-           'HybridTaskCascade', 'MaskRCNN', 'MaskScoringRCNN', 'PointRend', 'RetinaNet', 'RPN', 'SCNet',
+           'HybridTaskCascade', 'MaskRCNN', 'MaskScoringRCNN', 'PointRend', 'RetinaNet', 'RPN',
            'SingleStageDetector', 'TridentFasterRCNN', 'TwoStageDetector', 'bbox2result']
+
+from .scnet import SCNet  # noqa: E402
+
+__all__ += ['SCNet']

@@ -2,7 +2,7 @@
 (``roi_extractors/``), box heads (``bbox_heads/``), the mask heads (``mask_heads/``), shared
 heads (``shared_heads/``), the standard and the cascade RoI heads and their variants."""
 from .bbox_heads import (BBoxHead, ConvFCBBoxHead, DoubleConvFCBBoxHead, SABLHead,
-                         SCNetBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead)
+                         Shared2FCBBoxHead, Shared4Conv1FCBBoxHead)
 from .cascade_roi_head import CascadeRoIHead
 from .double_roi_head import DoubleHeadRoIHead
 from .dynamic_roi_head import DynamicRoIHead
@@ -10,21 +10,25 @@ from .grid_roi_head import GridRoIHead
 from .htc_roi_head import HybridTaskCascadeRoIHead
 from .mask_heads import (CoarseMaskHead, FCNMaskHead, FusedSemanticHead, GridHead, HTCMaskHead,
                          MaskIoUHead, MaskPointHead)
-from .mask_heads import (FeatureRelayHead, GlobalContextHead, SCNetMaskHead,
-                         SCNetSemanticHead)
 from .mask_scoring_roi_head import MaskScoringRoIHead
 from .pisa_roi_head import PISARoIHead
 from .point_rend_roi_head import PointRendRoIHead
-from .scnet_roi_head import SCNetRoIHead
 from .roi_extractors import GenericRoIExtractor, SingleRoIExtractor
 from .shared_heads import ResLayer
 from .standard_roi_head import StandardRoIHead
 from .trident_roi_head import TridentRoIHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
-           'DoubleConvFCBBoxHead', 'SABLHead', 'SCNetBBoxHead', 'FeatureRelayHead', 'GlobalContextHead',
-           'SCNetMaskHead', 'SCNetSemanticHead', 'CascadeRoIHead', 'DoubleHeadRoIHead',
+           'DoubleConvFCBBoxHead', 'SABLHead', 'CascadeRoIHead', 'DoubleHeadRoIHead',
            'DynamicRoIHead', 'FCNMaskHead', 'FusedSemanticHead', 'GridHead', 'GridRoIHead',
            'HTCMaskHead', 'HybridTaskCascadeRoIHead', 'MaskIoUHead', 'MaskScoringRoIHead',
            'PISARoIHead', 'CoarseMaskHead', 'MaskPointHead', 'PointRendRoIHead', 'ResLayer',
-           'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead', 'TridentRoIHead', 'SCNetRoIHead']
+           'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead', 'TridentRoIHead']
+
+from .bbox_heads import SCNetBBoxHead  # noqa: E402
+from .mask_heads import (FeatureRelayHead, GlobalContextHead, SCNetMaskHead,  # noqa: E402
+                         SCNetSemanticHead)
+from .scnet_roi_head import SCNetRoIHead  # noqa: E402
+
+__all__ += ['SCNetBBoxHead', 'FeatureRelayHead', 'GlobalContextHead', 'SCNetMaskHead',
+            'SCNetSemanticHead', 'SCNetRoIHead']

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from ...core.bbox import bbox2result, bbox2roi
 from ...registry import MODELS
 from ..checkpointing import CheckpointUnit, unit_step
+from ..utils.pretrained import load_pretrained
 from .cascade_roi_head import CascadeRoIHead
 
 __all__ = ['SCNetRoIHead']
@@ -86,11 +87,17 @@ class SCNetRoIHead(CascadeRoIHead):
         return getattr(self, 'glbctx_head', None) is not None
 
     def init_weights(self):
-        super().init_weights()
-        for name in ('semantic_head', 'feat_relay_head', 'glbctx_head'):
-            head = getattr(self, name, None)
-            if head is not None and hasattr(head, 'init_weights'):
-                head.init_weights()
+        """Load a ``Pretrained`` init_cfg, then let every part load its own (one mask head,
+        not the cascade's list)."""
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained(self, self.init_cfg, type(self).__name__)
+        parts = [*self.bbox_roi_extractor, *self.bbox_head, self.mask_roi_extractor,
+                 self.mask_head] + [getattr(self, name, None) for name in (
+                     'semantic_roi_extractor', 'semantic_head', 'feat_relay_head',
+                     'glbctx_head')]
+        for m in parts:
+            if m is not None and hasattr(m, 'init_weights'):
+                m.init_weights()
 
     # ----------------------------------------------------------------------- checkpoint units
     def _extras(self):
