@@ -16,3 +16,7 @@ from .two_stage import TwoStageDetector
 __all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'GridRCNN',
            'HybridTaskCascade', 'MaskRCNN', 'MaskScoringRCNN', 'PointRend', 'RetinaNet', 'RPN',
            'SingleStageDetector', 'TridentFasterRCNN', 'TwoStageDetector', 'bbox2result']
+
+from .scnet import SCNet  # noqa: E402
+
+__all__ += ['SCNet']

@@ -24,3 +24,11 @@ __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBo
            'HTCMaskHead', 'HybridTaskCascadeRoIHead', 'MaskIoUHead', 'MaskScoringRoIHead',
            'PISARoIHead', 'CoarseMaskHead', 'MaskPointHead', 'PointRendRoIHead', 'ResLayer',
            'GenericRoIExtractor', 'SingleRoIExtractor', 'StandardRoIHead', 'TridentRoIHead']
+
+from .bbox_heads import SCNetBBoxHead  # noqa: E402
+from .mask_heads import (FeatureRelayHead, GlobalContextHead, SCNetMaskHead,  # noqa: E402
+                         SCNetSemanticHead)
+from .scnet_roi_head import SCNetRoIHead  # noqa: E402
+
+__all__ += ['SCNetBBoxHead', 'FeatureRelayHead', 'GlobalContextHead', 'SCNetMaskHead',
+            'SCNetSemanticHead', 'SCNetRoIHead']
