@@ -43,14 +43,16 @@ def test_derived_full_keeps_what_a_recorded_full_keeps(detector_run):
 
 def test_selective_is_priced_by_its_recompute(detector_run):
     """The frozen stem and stage 1 run plainly under any mode (nothing to differentiate), so
-    their 'selective' costs nothing; every trainable unit's recompute was timed."""
+    their 'selective' costs nothing; every trainable unit's recompute was timed, as the unit's
+    own: below ten of its forwards, or, on a machine busy enough to preempt the probe for tens
+    of milliseconds, below a whole step (a time taken over several units would exceed it)."""
     _, _, table = detector_run
     for unit in table.units:
         seconds = unit.recompute_time['selective']
         if unit.name == 'backbone.stem' or unit.name.startswith('backbone.layer1.'):
             assert seconds == 1e-6, unit.name
         else:
-            assert 1e-6 < seconds < 10 * unit.fwd_time + 0.05, unit.name
+            assert 1e-6 < seconds < max(10 * unit.fwd_time + 0.05, table.step_time), unit.name
 
 
 def test_probe_patches_nothing(detector_run):
