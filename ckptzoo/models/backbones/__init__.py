@@ -2,7 +2,8 @@ from .densenet import DenseNet
 from .swin import SwinTransformer, convert_official_swin, convert_torchvision_swin
 from .resnet import BasicBlock, Bottleneck, ResLayer, ResNet, ResNetV1d
 from .resnext import ResNeXt
+from .regnet import RegNet
 from .trident_resnet import TridentResNet
 
-__all__ = ['DenseNet', 'SwinTransformer', 'convert_torchvision_swin', 'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResLayer', 'ResNet', 'ResNetV1d', 'ResNeXt',
+__all__ = ['DenseNet', 'SwinTransformer', 'convert_torchvision_swin', 'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResLayer', 'ResNet', 'ResNetV1d', 'ResNeXt', 'RegNet',
            'TridentResNet']
