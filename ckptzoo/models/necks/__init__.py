@@ -1,4 +1,5 @@
 from .bfp import BFP
 from .fpn import FPN
+from .hrfpn import HRFPN
 
-__all__ = ['BFP', 'FPN']
+__all__ = ['BFP', 'FPN', 'HRFPN']
