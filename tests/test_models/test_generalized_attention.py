@@ -77,8 +77,8 @@ def test_build_plugin_layer_names_it_as_mmcv():
                                           num_heads=2), '_post')
     assert name == 'gen_attention_block_post' and isinstance(layer, GeneralizedAttention)
     assert (layer.kv_stride, layer.q_stride, layer.attention_type) == (2, 1, [True] * 4)
-    with pytest.raises(NotImplementedError, match='ContextBlock'):
-        build_plugin_layer(dict(type='ContextBlock', in_channels=16, ratio=0.25))
+    with pytest.raises(KeyError, match='unknown plugin layer type .ContextBlok'):
+        build_plugin_layer(dict(type='ContextBlok', in_channels=16, ratio=0.25))
 
 
 def test_init_is_mmcvs():

@@ -168,9 +168,9 @@ def test_dynamic_needs_smooth_l1_and_its_cfg():
         build_detector(cfg)
 
 
-def test_groie_refuses_context_block_clearly():
+def test_groie_takes_a_context_block_post_cfg():
     cfg = faster_cfg(roi_head=copy.deepcopy(GROIE))
     cfg['roi_head']['bbox_roi_extractor']['post_cfg'] = dict(
         type='ContextBlock', in_channels=FEAT, ratio=0.25)
-    with pytest.raises(NotImplementedError, match='ContextBlock'):
-        build_detector(cfg)
+    keys = build_detector(cfg).state_dict()
+    assert 'roi_head.bbox_roi_extractor.post_module.conv_mask.weight' in keys

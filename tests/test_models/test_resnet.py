@@ -261,3 +261,111 @@ def test_stage_forward_hooks_fire_without_segments():
     torch.manual_seed(1)
     seg_outs = model(x)
     assert all(torch.equal(a.detach(), b.detach()) for a, b in zip(outs, seg_outs))
+
+
+GCB = dict(type='ContextBlock', ratio=1. / 4)
+PLUGINS = [dict(cfg=GCB, stages=(False, True, True, True), position='after_conv3'),
+           dict(cfg=dict(type='NonLocal2d', postfix='1'), stages=(False, False, True, False),
+                position='after_conv2'),
+           dict(cfg=dict(type='GeneralizedAttention', spatial_range=-1, num_heads=2,
+                         attention_type='0010', kv_stride=2), position='after_conv1')]
+
+
+def test_plugins_attach_as_mmdet_with_its_state_dict_names():
+    model = ResNet(50, base_channels=8, plugins=PLUGINS)
+    keys = model.state_dict().keys()
+    assert not any('context_block' in k for k in keys if k.startswith('layer1.'))
+    assert 'layer2.3.context_block.conv_mask.weight' in keys
+    assert 'layer4.2.context_block.channel_add_conv.3.weight' in keys
+    assert 'layer3.0.nonlocal_block1.conv_out.conv.weight' in keys
+    assert not any('nonlocal_block' in k for k in keys if not k.startswith('layer3.'))
+    assert any(k.startswith('layer1.0.gen_attention_block.') for k in keys)
+    block = model.layer3[0]
+    # mmdet's channels: conv1 / conv2 outputs (planes), conv3's (planes * 4)
+    assert block.gen_attention_block.in_channels == 32
+    assert block.nonlocal_block1.in_channels == 32
+    assert block.context_block.in_channels == 128
+    names = [n for n, _ in block.named_children()]
+    assert names[-3:] == ['gen_attention_block', 'nonlocal_block1', 'context_block']
+    # initialised as mmdet without pretrained weights: kaiming convs (bias 0), then the
+    # plugins' own init_weights (NonLocal2d's zero output norm)
+    assert block.context_block.conv_mask.bias.abs().sum() == 0
+    assert block.context_block.channel_add_conv[3].weight.abs().sum() > 0
+    assert block.nonlocal_block1.conv_out.conv.weight.abs().sum() == 0
+    out = model(torch.randn(1, 3, 64, 64))
+    assert [o.shape[1] for o in out] == [32, 64, 128, 256]
+
+
+def test_pretrained_resnet_keeps_the_plugins_own_init():
+    model = ResNet(50, base_channels=8, plugins=PLUGINS[:1],
+                   init_cfg=dict(type='Pretrained', checkpoint='torchvision://resnet50'))
+    assert model.layer2[0].context_block.channel_add_conv[3].weight.abs().sum() == 0
+
+
+def test_resnext_plugins_see_the_grouped_width():
+    model = build_backbone(dict(type='ResNeXt', depth=50, groups=4, base_width=4,
+                                base_channels=8, plugins=PLUGINS[1:2] + PLUGINS[:1]))
+    block = model.layer3[0]
+    assert block.nonlocal_block1.in_channels == block.conv2.out_channels == 64
+    assert [n for n, _ in block.named_children()][-2:] == ['nonlocal_block1', 'context_block']
+
+
+@pytest.mark.parametrize('plugins,error,match', [
+    ([dict(cfg=GCB, position='after_conv4')], ValueError, 'after_conv1, after_conv2'),
+    ([dict(cfg=GCB, position='after_conv3')] * 2, ValueError, 'duplicate plugin context_block'),
+    ([dict(cfg=GCB, stages=(True, ), position='after_conv3')], ValueError, 'stages need 4 entries'),
+])
+def test_bad_plugins(plugins, error, match):
+    with pytest.raises(error, match=match):
+        ResNet(50, base_channels=8, plugins=plugins)
+    with pytest.raises(NotImplementedError, match='BasicBlock takes no plugins'):
+        ResNet(18, base_channels=8, plugins=[dict(cfg=GCB, position='after_conv3')])
+
+
+def test_conv_ws_and_mmsyncbn_everywhere():
+    model = ResNet(50, base_channels=8, deep_stem=True, avg_down=True,
+                   conv_cfg=dict(type='ConvWS'), norm_cfg=dict(type='MMSyncBN'))
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs and all(type(m).__name__ == 'ConvWS2d' for m in convs)
+    plain = ResNet(50, base_channels=8, deep_stem=True, avg_down=True)
+    assert list(model.state_dict()) == list(plain.state_dict())
+    model.eval()(torch.randn(1, 3, 32, 32))
+
+
+@pytest.mark.filterwarnings("ignore:checkpoint mode 'offload'")  # nothing to offload on a CPU
+@pytest.mark.filterwarnings('error')
+@pytest.mark.parametrize('mode', ['full', 'selective', 'offload'])
+@pytest.mark.parametrize('frozen_stages', [-1, 1])
+def test_plugins_run_inside_the_block_unit_exactly(count_cp, mode, frozen_stages):
+    torch.manual_seed(0)
+    kwargs = dict(depth=50, base_channels=8, frozen_stages=frozen_stages, norm_eval=False,
+                  zero_init_residual=False, conv_cfg=dict(type='ConvWS'),
+                  plugins=PLUGINS[:2] + [dict(cfg=dict(GCB, pooling_type='avg', postfix=2,
+                                                       fusion_types=('channel_mul', )),
+                                              position='after_conv1')])
+    plain = ResNet(**kwargs).train()
+    with torch.no_grad():  # non-zero plugin outputs and BN statistics
+        for m in plain.modules():
+            if isinstance(m, _BatchNorm):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+        for name, p in plain.named_parameters():
+            if 'context_block' in name or 'nonlocal' in name:
+                p.normal_(0, 0.1)
+    ckpt = ResNet(**kwargs).train()
+    ckpt.load_state_dict(plain.state_dict())
+    ckpt.set_checkpoint_plan({name: mode for name in ckpt.checkpoint_units()})
+    x = torch.randn(2, 3, 32, 32, requires_grad=True)
+    weights = [torch.randn_like(o) for o in plain(x)]
+    plain.load_state_dict(ckpt.state_dict())
+    ref = train_pass(plain, x, weights)
+    out = train_pass(ckpt, x, weights)
+    assert (count_cp['checkpoints'] > 0) == (mode != 'offload')  # offload: none on a CPU
+    for a, b in zip(out[0], ref[0]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.testing.assert_close(out[1], ref[1], rtol=0, atol=0)
+    for name, grad in ref[2].items():
+        assert out[2][name] is not None, name
+        torch.testing.assert_close(out[2][name], grad, rtol=0, atol=0, msg=name)
+    for name, buf in ref[3].items():
+        torch.testing.assert_close(out[3][name], buf, rtol=0, atol=0, msg=name)

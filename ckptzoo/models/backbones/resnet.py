@@ -8,6 +8,10 @@ network. ``with_cp`` sets them to ``'full'`` (the stem with the first stage's fl
 non-reentrant implementation also checkpoints the first trainable block behind a frozen stage
 (mmdet skips it because its input does not require grad). The stem and all blocks are one chain:
 a segment may span stages, and returns the stage outputs that ``out_indices`` takes.
+
+``conv_cfg`` (e.g. ``dict(type='ConvWS')``) builds every conv, downsample and stem included, as
+mmdet; ``plugins`` (``ContextBlock``, ``GeneralizedAttention``, ``NonLocal2d``) go into the
+Bottlenecks at mmdet's positions and names, inside each block's checkpoint unit.
 """
 
 import torch.nn as nn
@@ -15,14 +19,14 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
 from ..checkpointing import CheckpointUnit, chain_step, unit_step
-from ..utils import build_norm_layer
+from ..utils import build_conv_layer, build_norm_layer, build_plugin_layer
 from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
 
 
-def _conv3x3(in_planes, out_planes, stride=1, dilation=1):
-    return nn.Conv2d(in_planes, out_planes, 3, stride=stride, padding=dilation,
-                     dilation=dilation, bias=False)
+def _conv3x3(in_planes, out_planes, stride=1, dilation=1, conv_cfg=None):
+    return build_conv_layer(conv_cfg, in_planes, out_planes, 3, stride=stride, padding=dilation,
+                            dilation=dilation, bias=False)
 
 
 class BasicBlock(nn.Module):
@@ -32,13 +36,16 @@ class BasicBlock(nn.Module):
     expansion = 1
 
     def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None, style='pytorch',
-                 with_cp=False, cp_use_reentrant=False, norm_cfg=dict(type='BN')):
+                 with_cp=False, cp_use_reentrant=False, norm_cfg=dict(type='BN'), conv_cfg=None,
+                 plugins=None):
         super().__init__()
+        if plugins is not None:
+            raise NotImplementedError('BasicBlock takes no plugins (as mmdet)')
         self.norm1_name, norm1 = build_norm_layer(norm_cfg, planes, postfix=1)
         self.norm2_name, norm2 = build_norm_layer(norm_cfg, planes, postfix=2)
-        self.conv1 = _conv3x3(inplanes, planes, stride, dilation)
+        self.conv1 = _conv3x3(inplanes, planes, stride, dilation, conv_cfg)
         self.add_module(self.norm1_name, norm1)
-        self.conv2 = _conv3x3(planes, planes)
+        self.conv2 = _conv3x3(planes, planes, conv_cfg=conv_cfg)
         self.add_module(self.norm2_name, norm2)
         self.relu = nn.ReLU(inplace=True)
         self.downsample = downsample
@@ -75,29 +82,76 @@ class BasicBlock(nn.Module):
 
 
 class Bottleneck(BasicBlock):
+    """mmdet's Bottleneck. ``plugins`` (a list of ``dict(cfg=..., position=...)``,
+    ``position`` one of :data:`PLUGIN_POSITIONS`) insert plugin layers after a conv, named
+    as mmdet (``context_block``, ``gen_attention_block``, ``nonlocal_block``, plus the cfg's
+    ``postfix``); they run inside the block's checkpoint unit."""
+
     expansion = 4
+    PLUGIN_POSITIONS = ('after_conv1', 'after_conv2', 'after_conv3')
 
     def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None, style='pytorch',
-                 with_cp=False, cp_use_reentrant=False, norm_cfg=dict(type='BN')):
+                 with_cp=False, cp_use_reentrant=False, norm_cfg=dict(type='BN'), conv_cfg=None,
+                 plugins=None):
         nn.Module.__init__(self)
         if style not in ('pytorch', 'caffe'):
             raise ValueError(f"style must be 'pytorch' or 'caffe', got {style!r}")
+        if plugins is not None and not (isinstance(plugins, list) and all(
+                isinstance(p, dict) and p.get('position') in self.PLUGIN_POSITIONS
+                for p in plugins)):
+            raise ValueError(f'plugins must be a list of dicts whose position is one of '
+                             f'{", ".join(self.PLUGIN_POSITIONS)}, got {plugins!r}')
+        self.conv_cfg = conv_cfg
+        self.plugins = plugins
+        self.with_plugins = plugins is not None
         # pytorch style puts the stride on the 3x3 conv, caffe style on the first 1x1 conv
         conv1_stride, conv2_stride = (1, stride) if style == 'pytorch' else (stride, 1)
         self.norm1_name, norm1 = build_norm_layer(norm_cfg, planes, postfix=1)
         self.norm2_name, norm2 = build_norm_layer(norm_cfg, planes, postfix=2)
         self.norm3_name, norm3 = build_norm_layer(norm_cfg, planes * self.expansion, postfix=3)
-        self.conv1 = nn.Conv2d(inplanes, planes, 1, stride=conv1_stride, bias=False)
+        self.conv1 = build_conv_layer(conv_cfg, inplanes, planes, 1, stride=conv1_stride,
+                                      bias=False)
         self.add_module(self.norm1_name, norm1)
-        self.conv2 = _conv3x3(planes, planes, conv2_stride, dilation)
+        self.conv2 = _conv3x3(planes, planes, conv2_stride, dilation, conv_cfg)
         self.add_module(self.norm2_name, norm2)
-        self.conv3 = nn.Conv2d(planes, planes * self.expansion, 1, bias=False)
+        self.conv3 = build_conv_layer(conv_cfg, planes, planes * self.expansion, 1, bias=False)
         self.add_module(self.norm3_name, norm3)
         self.relu = nn.ReLU(inplace=True)
         self.downsample = downsample
         self.stride = stride
         self.dilation = dilation
         self.cp_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+        self.make_all_block_plugins(planes, planes)
+
+    def make_all_block_plugins(self, conv1_channels, conv2_channels):
+        """(Re)build the plugins of the three positions, in mmdet's order."""
+        self.plugin_names = {}
+        if not self.with_plugins:
+            return
+        for position, channels in zip(self.PLUGIN_POSITIONS, (
+                conv1_channels, conv2_channels, self.conv3.out_channels)):
+            names = self.plugin_names[position] = []
+            for plugin in self.plugins:
+                if plugin['position'] != position:
+                    continue
+                cfg = dict(plugin['cfg'])
+                name, layer = build_plugin_layer(cfg, in_channels=channels,
+                                                 postfix=cfg.pop('postfix', ''))
+                if name in self._modules or hasattr(self, name):
+                    raise ValueError(f'duplicate plugin {name} (give each a postfix)')
+                self.add_module(name, layer)
+                names.append(name)
+
+    def remove_all_block_plugins(self):
+        for names in self.plugin_names.values():
+            for name in names:
+                delattr(self, name)
+        self.plugin_names = {}
+
+    def forward_plugin(self, x, position):
+        for name in self.plugin_names.get(position, ()):
+            x = getattr(self, name)(x)
+        return x
 
     @property
     def norm3(self):
@@ -110,8 +164,11 @@ class Bottleneck(BasicBlock):
     def _inner_forward(self, x):
         identity = x
         out = self.relu(self.norm1(self.conv1(x)))
+        out = self.forward_plugin(out, 'after_conv1')
         out = self.relu(self.norm2(self.conv2(out)))
+        out = self.forward_plugin(out, 'after_conv2')
         out = self.norm3(self.conv3(out))
+        out = self.forward_plugin(out, 'after_conv3')
         if self.downsample is not None:
             identity = self.downsample(x)
         return out + identity
@@ -121,7 +178,9 @@ class ResLayer(nn.Sequential):
     """One stage: ``num_blocks`` blocks, the first one changing stride / width (mmdet's)."""
 
     def __init__(self, block, inplanes, planes, num_blocks, stride=1, dilation=1,
-                 avg_down=False, norm_cfg=dict(type='BN'), **block_kwargs):
+                 avg_down=False, norm_cfg=dict(type='BN'), conv_cfg=None, **block_kwargs):
+        if conv_cfg is not None:
+            block_kwargs['conv_cfg'] = conv_cfg
         downsample = None
         if stride != 1 or inplanes != planes * block.expansion:
             layers = []
@@ -130,8 +189,8 @@ class ResLayer(nn.Sequential):
                 conv_stride = 1
                 layers.append(nn.AvgPool2d(stride, stride, ceil_mode=True,
                                            count_include_pad=False))
-            layers += [nn.Conv2d(inplanes, planes * block.expansion, 1, stride=conv_stride,
-                                 bias=False),
+            layers += [build_conv_layer(conv_cfg, inplanes, planes * block.expansion, 1,
+                                        stride=conv_stride, bias=False),
                        build_norm_layer(norm_cfg, planes * block.expansion)[1]]
             downsample = nn.Sequential(*layers)
         blocks = [block(inplanes, planes, stride, dilation, downsample, norm_cfg=norm_cfg,
@@ -189,9 +248,15 @@ class ResNet(BaseBackbone):
         if style not in ('pytorch', 'caffe'):
             raise ValueError(f"style must be 'pytorch' or 'caffe', got {style!r}")
         self._check_frozen_stages(frozen_stages, num_stages)
-        for name, value in (('conv_cfg', conv_cfg), ('dcn', dcn), ('plugins', plugins)):
-            if value is not None:
-                raise NotImplementedError(f'ResNet {name} is not supported, got {value!r}')
+        if dcn is not None:
+            raise NotImplementedError(f'ResNet dcn is not supported, got {dcn!r}')
+        if plugins is not None and not isinstance(plugins, list):
+            raise ValueError(f'plugins must be a list of dicts, got {plugins!r}')
+        for plugin in plugins or ():
+            stages = plugin.get('stages') if isinstance(plugin, dict) else None
+            if stages is not None and len(stages) != num_stages:
+                raise ValueError(f'a plugin\'s stages need {num_stages} entries (num_stages), '
+                                 f'got {plugin!r}')
         if any(stage_with_dcn):
             raise NotImplementedError(f'ResNet dcn is not supported, got stage_with_dcn='
                                       f'{stage_with_dcn!r}')
@@ -210,6 +275,8 @@ class ResNet(BaseBackbone):
         self.avg_down = avg_down
         self.frozen_stages = frozen_stages
         self.norm_cfg = norm_cfg
+        self.conv_cfg = conv_cfg
+        self.plugins = plugins
         self.norm_eval = norm_eval
         self.zero_init_residual = zero_init_residual
         self.init_cfg = init_cfg
@@ -222,7 +289,10 @@ class ResNet(BaseBackbone):
         self.res_layers = []
         for i, num_blocks in enumerate(self.stage_blocks):
             planes = base_channels * 2**i
-            layer = self.make_res_layer(
+            extra = {} if conv_cfg is None else dict(conv_cfg=conv_cfg)
+            if plugins is not None:
+                extra['plugins'] = self.make_stage_plugins(plugins, i)
+            layer = self.make_res_layer(**extra,
                 block=self.block, inplanes=self.inplanes, planes=planes, num_blocks=num_blocks,
                 stride=strides[i], dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
                 style=style, with_cp=flags[i], cp_use_reentrant=cp_use_reentrant)
@@ -234,6 +304,16 @@ class ResNet(BaseBackbone):
         self._init_default_weights()
         self._freeze_stages()
 
+    def make_stage_plugins(self, plugins, stage_idx):
+        """mmdet's: the plugins (``stages`` dropped) that apply to stage ``stage_idx``."""
+        stage_plugins = []
+        for plugin in plugins:
+            plugin = dict(plugin)
+            stages = plugin.pop('stages', None)
+            if stages is None or stages[stage_idx]:
+                stage_plugins.append(plugin)
+        return stage_plugins
+
     def make_res_layer(self, **kwargs):
         """One stage (mmdet's hook: variants such as ResNeXt change the blocks here)."""
         return ResLayer(**kwargs)
@@ -242,14 +322,15 @@ class ResNet(BaseBackbone):
         if self.deep_stem:
             half = stem_channels // 2
             self.stem = nn.Sequential(
-                _conv3x3(in_channels, half, stride=2), build_norm_layer(self.norm_cfg, half)[1],
-                nn.ReLU(inplace=True),
-                _conv3x3(half, half), build_norm_layer(self.norm_cfg, half)[1],
-                nn.ReLU(inplace=True),
-                _conv3x3(half, stem_channels), build_norm_layer(self.norm_cfg, stem_channels)[1],
-                nn.ReLU(inplace=True))
+                _conv3x3(in_channels, half, stride=2, conv_cfg=self.conv_cfg),
+                build_norm_layer(self.norm_cfg, half)[1], nn.ReLU(inplace=True),
+                _conv3x3(half, half, conv_cfg=self.conv_cfg),
+                build_norm_layer(self.norm_cfg, half)[1], nn.ReLU(inplace=True),
+                _conv3x3(half, stem_channels, conv_cfg=self.conv_cfg),
+                build_norm_layer(self.norm_cfg, stem_channels)[1], nn.ReLU(inplace=True))
         else:
-            self.conv1 = nn.Conv2d(in_channels, stem_channels, 7, stride=2, padding=3, bias=False)
+            self.conv1 = build_conv_layer(self.conv_cfg, in_channels, stem_channels, 7, stride=2,
+                                          padding=3, bias=False)
             self.norm1_name, norm1 = build_norm_layer(self.norm_cfg, stem_channels, postfix=1)
             self.add_module(self.norm1_name, norm1)
             self.relu = nn.ReLU(inplace=True)
@@ -271,14 +352,30 @@ class ResNet(BaseBackbone):
             x = self.relu(self.norm1(self.conv1(x)))
         return self.maxpool(x)
 
+    def _plugin_layers(self):
+        return [getattr(m, name) for m in self.modules() if isinstance(m, Bottleneck)
+                for names in m.plugin_names.values() for name in names]
+
     def _init_default_weights(self):
-        """torchvision's initialisation (kaiming fan_out convs, unit norms)."""
+        """torchvision's initialisation (kaiming fan_out convs, unit norms). Plugin layers
+        as mmdet: loaded ``Pretrained``, they keep their own initialisation; otherwise their
+        convs get the kaiming one too (bias 0), then ``init_weights`` where they have it."""
+        plugins = self._plugin_layers()
+        pretrained = isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained'
+        skip = {id(m) for p in plugins for m in p.modules()} if pretrained else set()
         for m in self.modules():
+            if id(m) in skip:
+                continue
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode='fan_out', nonlinearity='relu')
+                if m.bias is not None:
+                    nn.init.constant_(m.bias, 0)
             elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
                 nn.init.constant_(m.weight, 1)
                 nn.init.constant_(m.bias, 0)
+        for p in plugins:
+            if not pretrained and hasattr(p, 'init_weights'):
+                p.init_weights()
         if self.zero_init_residual:
             for m in self.modules():
                 if isinstance(m, BasicBlock):  # Bottleneck too

@@ -16,7 +16,7 @@ import numbers
 import torch.nn as nn
 
 from ...registry import MODELS
-from ..utils import build_norm_layer
+from ..utils import build_conv_layer, build_norm_layer
 from .resnet import Bottleneck as _Bottleneck
 from .resnet import ResLayer, ResNet
 
@@ -33,14 +33,19 @@ class Bottleneck(_Bottleneck):
             return  # ResNet's block as it is (mmdet rebuilds the same shapes)
         width = math.floor(planes * (base_width / base_channels)) * groups
         norm_cfg = kwargs.get('norm_cfg', dict(type='BN'))
+        conv_cfg = self.conv_cfg
         # replaced in place: same attribute names and state-dict order as ResNet's block
-        self.conv1 = nn.Conv2d(inplanes, width, 1, stride=self.conv1.stride, bias=False)
+        self.conv1 = build_conv_layer(conv_cfg, inplanes, width, 1, stride=self.conv1.stride,
+                                      bias=False)
         self.add_module(self.norm1_name, build_norm_layer(norm_cfg, width, postfix=1)[1])
-        self.conv2 = nn.Conv2d(width, width, 3, stride=self.conv2.stride,
-                               padding=self.conv2.padding, dilation=self.conv2.dilation,
-                               groups=groups, bias=False)
+        self.conv2 = build_conv_layer(conv_cfg, width, width, 3, stride=self.conv2.stride,
+                                      padding=self.conv2.padding, dilation=self.conv2.dilation,
+                                      groups=groups, bias=False)
         self.add_module(self.norm2_name, build_norm_layer(norm_cfg, width, postfix=2)[1])
-        self.conv3 = nn.Conv2d(width, planes * self.expansion, 1, bias=False)
+        self.conv3 = build_conv_layer(conv_cfg, width, planes * self.expansion, 1, bias=False)
+        # the plugins after conv1 / conv2 see ``width`` channels: rebuilt (mmdet's order)
+        self.remove_all_block_plugins()
+        self.make_all_block_plugins(width, width)
 
 
 @MODELS.register_module()

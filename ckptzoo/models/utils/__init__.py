@@ -6,6 +6,8 @@ from .weight_init import (apply_init_cfg, bias_init_with_prob, constant_init,  #
 from .conv_module import ConvModule, build_activation_layer  # noqa: F401
 from .builder import (CONV_LAYERS, LINEAR_LAYERS, build_conv_layer,  # noqa: F401
                       build_linear_layer)
+from .conv_ws import ConvWS2d, conv_ws_2d  # noqa: F401
+from .context_block import ContextBlock  # noqa: F401
 from .normed_predictor import NormedConv2d, NormedLinear  # noqa: F401
 from .non_local import NonLocal2d  # noqa: F401
 from .generalized_attention import GeneralizedAttention  # noqa: F401

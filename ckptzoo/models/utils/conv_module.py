@@ -5,6 +5,8 @@ The names (``conv``, ``bn`` / ``gn``, ``activate``) make state-dict keys such as
 """
 import torch.nn as nn
 
+from .builder import CONV_LAYERS
+from .conv_ws import ConvWS2d  # noqa: F401  (registers 'ConvWS')
 from .norm import build_norm_layer
 from .weight_init import constant_init, kaiming_init
 
@@ -31,7 +33,9 @@ class ConvModule(nn.Module):
 
     Args:
         bias (bool | 'auto'): 'auto' gives the conv a bias only when there is no norm.
-        conv_cfg (None | dict): None (``nn.Conv2d``) or ``dict(type='Conv1d')``.
+        conv_cfg (None | dict): None (``nn.Conv2d``), ``dict(type='Conv1d')`` or a type of
+            :data:`~ckptzoo.models.utils.builder.CONV_LAYERS` with its arguments
+            (``dict(type='ConvWS')``, ``eps`` optional).
         norm_cfg (dict | None): e.g. ``dict(type='BN')`` or ``dict(type='GN', num_groups=32)``.
         act_cfg (dict | None): e.g. ``dict(type='ReLU')``; None for no activation.
         inplace (bool): in-place activation (ReLU and friends).
@@ -45,13 +49,12 @@ class ConvModule(nn.Module):
                  inplace=True, with_spectral_norm=False, padding_mode='zeros',
                  order=('conv', 'norm', 'act')):
         super().__init__()
-        conv_layers = {None: nn.Conv2d, 'Conv': nn.Conv2d, 'Conv2d': nn.Conv2d,
-                       'Conv1d': nn.Conv1d}  # Conv1d: PointRend's MaskPointHead
-        conv_type = None if conv_cfg is None else conv_cfg.get('type')
-        if conv_cfg is not None and (conv_cfg != dict(type=conv_type)
-                                     or conv_type not in conv_layers):
-            raise NotImplementedError(f"ConvModule supports conv_cfg=None (nn.Conv2d) or "
-                                      f"dict(type='Conv1d') only, got {conv_cfg!r}")
+        conv_layers = dict(CONV_LAYERS, Conv1d=nn.Conv1d)  # Conv1d: PointRend's MaskPointHead
+        conv_args = dict(conv_cfg or dict(type='Conv2d'))
+        conv_type = conv_args.pop('type', None)
+        if conv_type not in conv_layers:
+            raise NotImplementedError(f"ConvModule supports conv_cfg=None (nn.Conv2d) or a type "
+                                      f"of {', '.join(conv_layers)}, got {conv_cfg!r}")
         if with_spectral_norm:
             raise NotImplementedError('ConvModule with_spectral_norm is not supported')
         if not (isinstance(order, (tuple, list)) and len(order) == 3
@@ -71,9 +74,11 @@ class ConvModule(nn.Module):
             bias = not self.with_norm
         self.with_bias = bias
 
+        if padding_mode != 'zeros':
+            conv_args['padding_mode'] = padding_mode
         self.conv = conv_layers[conv_type](in_channels, out_channels, kernel_size, stride=stride,
-                              padding=padding, dilation=dilation, groups=groups, bias=bias,
-                              padding_mode=padding_mode)
+                                           padding=padding, dilation=dilation, groups=groups,
+                                           bias=bias, **conv_args)
         self.in_channels = in_channels
         self.out_channels = out_channels
         if self.with_norm:

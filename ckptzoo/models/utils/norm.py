@@ -77,10 +77,25 @@ NORM_LAYERS = {
     'BN2d': (BatchNorm2d, 'bn'),
     'BN3d': (BatchNorm3d, 'bn'),
     'SyncBN': (SyncBatchNorm, 'bn'),
+    # mmcv's ``mmcv.ops.SyncBatchNorm``: BN's keys and numbers (synchronised across processes
+    # as torch's, which it replaces here: ckptzoo compiles no mmcv op)
+    'MMSyncBN': (SyncBatchNorm, 'bn'),
     'GN': (nn.GroupNorm, 'gn'),
     'LN': (nn.LayerNorm, 'ln'),
     'IN': (nn.InstanceNorm2d, 'in'),
 }
+
+
+def _mmsyncbn_args(cfg):
+    """mmcv ``MMSyncBN``'s arguments as torch ``SyncBatchNorm``'s: ``group`` is the process
+    group; ``stats_mode`` ``'default'`` only (``'N'`` weighs the processes by batch size)."""
+    stats_mode = cfg.pop('stats_mode', 'default')
+    if stats_mode != 'default':
+        raise NotImplementedError(f"MMSyncBN stats_mode={stats_mode!r} is not supported, only "
+                                  f"'default'")
+    if 'group' in cfg:
+        cfg['process_group'] = cfg.pop('group')
+    return cfg
 
 
 def build_norm_layer(cfg, num_features, postfix=''):
@@ -101,8 +116,10 @@ def build_norm_layer(cfg, num_features, postfix=''):
     elif norm_type == 'LN':
         layer = layer_cls(num_features, **cfg)
     else:
+        if norm_type == 'MMSyncBN':
+            cfg = _mmsyncbn_args(cfg)
         layer = layer_cls(num_features, **cfg)
-        if norm_type == 'SyncBN' and hasattr(layer, '_specify_ddp_gpu_num'):
+        if norm_type in ('SyncBN', 'MMSyncBN') and hasattr(layer, '_specify_ddp_gpu_num'):
             layer._specify_ddp_gpu_num(1)
     for param in layer.parameters():
         param.requires_grad = requires_grad
