@@ -338,9 +338,10 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
                      for j in range(len(num_per_img))]
         return rois, cls_score, bbox_pred
 
-    def simple_test(self, x, proposal_list, img_metas, proposals=None, rescale=False):
-        """Per image the per-class ``[k, 5]`` arrays, or with masks ``(bbox_results,
-        segm_results)`` (mmdet's ``ms_bbox_result['ensemble']``, its only result)."""
+    def _test_rois(self, proposal_list, proposals):
+        """``(rois, None)`` after the argument checks every cascade's ``simple_test`` shares,
+        or ``(rois, results)`` when no image has a proposal: empty per-class arrays (and empty
+        mask lists, with masks)."""
         owner = type(self).__name__
         if proposals is not None:
             raise ValueError(f'{owner}.simple_test takes the proposals as proposal_list; '
@@ -348,16 +349,26 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
         if not self.test_cfg:
             raise ValueError(f'{owner}.simple_test needs test_cfg (score_thr, nms, '
                              f'max_per_img), got {self.test_cfg!r}')
-        num_imgs = len(proposal_list)
-        num_classes = self.bbox_head[-1].num_classes
         rois = bbox2roi(proposal_list)
-        if rois.shape[0] == 0:
-            bbox_results = [[np.zeros((0, 5), dtype=np.float32) for _ in range(num_classes)]
-                            for _ in range(num_imgs)]
-            if not self.with_mask:
-                return bbox_results
-            return [(b, [[] for _ in range(self.mask_head[-1].num_classes)])
-                    for b in bbox_results]
+        if rois.shape[0]:
+            return rois, None
+        num_classes = self.bbox_head[-1].num_classes
+        bbox_results = [[np.zeros((0, 5), dtype=np.float32) for _ in range(num_classes)]
+                        for _ in proposal_list]
+        if not self.with_mask:
+            return rois, bbox_results
+        mask_head = self.mask_head[-1] if isinstance(self.mask_head, nn.ModuleList) \
+            else self.mask_head
+        return rois, [(b, [[] for _ in range(mask_head.num_classes)]) for b in bbox_results]
+
+    def simple_test(self, x, proposal_list, img_metas, proposals=None, rescale=False):
+        """Per image the per-class ``[k, 5]`` arrays, or with masks ``(bbox_results,
+        segm_results)`` (mmdet's ``ms_bbox_result['ensemble']``, its only result)."""
+        rois, empty = self._test_rois(proposal_list, proposals)
+        if empty is not None:
+            return empty
+        num_classes = self.bbox_head[-1].num_classes
+        num_imgs = len(proposal_list)
         num_per_img = tuple(len(p) for p in proposal_list)
         rois, cls_score, bbox_pred = self._refined_stages(x, rois, img_metas, num_per_img)
         det_bboxes, det_labels = [], []

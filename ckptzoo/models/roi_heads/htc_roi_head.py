@@ -290,23 +290,11 @@ class HybridTaskCascadeRoIHead(CascadeRoIHead):
     def simple_test(self, x, proposal_list, img_metas, proposals=None, rescale=False):
         """Per image the per-class ``[k, 5]`` arrays, or with masks ``(bbox_results,
         segm_results)`` (mmdet's ``ms_bbox_result['ensemble']``)."""
-        owner = type(self).__name__
-        if proposals is not None:
-            raise ValueError(f'{owner}.simple_test takes the proposals as proposal_list; '
-                             'proposals= must be None')
-        if not self.test_cfg:
-            raise ValueError(f'{owner}.simple_test needs test_cfg (score_thr, nms, '
-                             f'max_per_img), got {self.test_cfg!r}')
+        rois, empty = self._test_rois(proposal_list, proposals)
+        if empty is not None:
+            return empty
         num_imgs = len(proposal_list)
         num_classes = self.bbox_head[-1].num_classes
-        rois = bbox2roi(proposal_list)
-        if rois.shape[0] == 0:
-            bbox_results = [[np.zeros((0, 5), dtype=np.float32) for _ in range(num_classes)]
-                            for _ in range(num_imgs)]
-            if not self.with_mask:
-                return bbox_results
-            return [(b, [[] for _ in range(self.mask_head[-1].num_classes)])
-                    for b in bbox_results]
         semantic_feat = self._semantic_forward(x)[1] if self.with_semantic else None
         num_per_img = tuple(len(p) for p in proposal_list)
         rois, cls_score, bbox_pred = self._refined_stages(x, rois, img_metas, num_per_img,

@@ -281,20 +281,12 @@ class SCNetRoIHead(CascadeRoIHead):
     # --------------------------------------------------------------------------------- test
     def simple_test(self, x, proposal_list, img_metas, proposals=None, rescale=False):
         """Per image ``(bbox_results, segm_results)`` (mmdet's format)."""
-        owner = type(self).__name__
-        if proposals is not None:
-            raise ValueError(f'{owner}.simple_test takes the proposals as proposal_list; '
-                             'proposals= must be None')
-        if not self.test_cfg:
-            raise ValueError(f'{owner}.simple_test needs test_cfg (score_thr, nms, '
-                             f'max_per_img), got {self.test_cfg!r}')
+        rois, empty = self._test_rois(proposal_list, proposals)
+        if empty is not None:
+            return empty
         num_imgs = len(proposal_list)
         num_classes = self.bbox_head[-1].num_classes
         mask_classes = self.mask_head.num_classes
-        rois = bbox2roi(proposal_list)
-        if rois.shape[0] == 0:
-            return [([np.zeros((0, 5), dtype=np.float32) for _ in range(num_classes)],
-                     [[] for _ in range(mask_classes)]) for _ in range(num_imgs)]
         (_, semantic_feat), (_, glbctx_feat) = self._branches(x)
         extra = dict(semantic_feat=semantic_feat, glbctx_feat=glbctx_feat)
         num_per_img = tuple(len(p) for p in proposal_list)
