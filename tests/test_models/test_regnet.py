@@ -89,7 +89,10 @@ def test_architecture_options():
     assert model.layer2[0].conv1.stride == (2, 2) and model.layer2[0].conv2.stride == (1, 1)
     assert isinstance(model.layer2[0].downsample[0], torch.nn.AvgPool2d)
     assert model.layer3[0].conv2.dilation == (2, 2)
-    assert len(model.layer3[0].downsample) == 2  # stride 1: no average pool (mmdet's rule)
+    # mmdet's ResLayer puts the average pool in front even at stride 1 (a 1x1 pool), so the
+    # downsample conv's key is ``downsample.1`` in every avg_down stage
+    assert isinstance(model.layer3[0].downsample[0], torch.nn.AvgPool2d)
+    assert model.layer3[0].downsample[0].kernel_size == 1
     with torch.no_grad():
         assert [tuple(o.shape[1:]) for o in model(x)] == [(16, 8, 8), (64, 4, 4)]
     # deep_stem and base_channels are kept and change nothing, as in mmdet

@@ -5,7 +5,7 @@ import torch
 import torchvision
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ckptzoo.models import ResNet
+from ckptzoo.models import ResNet, ResNetV1d
 from ckptzoo.registry import build_backbone
 from ckptzoo.memory.measure.trackers import saved_tensor_bytes
 from tests.helpers.checkpointing import expected_checkpoints, train_pass
@@ -369,3 +369,13 @@ def test_plugins_run_inside_the_block_unit_exactly(count_cp, mode, frozen_stages
         torch.testing.assert_close(out[2][name], grad, rtol=0, atol=0, msg=name)
     for name, buf in ref[3].items():
         torch.testing.assert_close(out[3][name], buf, rtol=0, atol=0, msg=name)
+
+
+def test_resnetv1d_keys_are_mmdets():
+    """mmdet's ResLayer pools before the downsample conv in every avg_down stage, stride 1
+    included, so a ResNetV1d checkpoint's layer1 keys read ``downsample.1`` / ``.2``."""
+    keys = ResNetV1d(depth=50, base_channels=8).state_dict().keys()
+    for stage in (1, 2, 3, 4):
+        assert f'layer{stage}.0.downsample.1.weight' in keys
+        assert f'layer{stage}.0.downsample.2.running_mean' in keys
+        assert f'layer{stage}.0.downsample.0.weight' not in keys

@@ -28,7 +28,8 @@ from ..checkpointing import CheckpointUnit
 from ..utils import build_norm_layer
 from ..utils.pretrained import pretrained_to_init_cfg
 from .base import BaseBackbone
-from .resnet import ResLayer, ResNet
+from ..utils import ResLayer
+from .resnet import ResNet
 from .resnext import Bottleneck as _ResNeXtBottleneck
 
 __all__ = ['RegNet']

@@ -19,7 +19,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...registry import MODELS
 from ..checkpointing import CheckpointUnit, chain_step, unit_step
-from ..utils import build_conv_layer, build_norm_layer, build_plugin_layer
+from ..utils import ResLayer, build_conv_layer, build_norm_layer, build_plugin_layer
 from ..utils.pretrained import load_pretrained, pretrained_to_init_cfg
 from .base import BaseBackbone
 
@@ -174,33 +174,6 @@ class Bottleneck(BasicBlock):
         return out + identity
 
 
-class ResLayer(nn.Sequential):
-    """One stage: ``num_blocks`` blocks, the first one changing stride / width (mmdet's)."""
-
-    def __init__(self, block, inplanes, planes, num_blocks, stride=1, dilation=1,
-                 avg_down=False, norm_cfg=dict(type='BN'), conv_cfg=None, **block_kwargs):
-        if conv_cfg is not None:
-            block_kwargs['conv_cfg'] = conv_cfg
-        downsample = None
-        if stride != 1 or inplanes != planes * block.expansion:
-            layers = []
-            conv_stride = stride
-            if avg_down and stride != 1:
-                conv_stride = 1
-                layers.append(nn.AvgPool2d(stride, stride, ceil_mode=True,
-                                           count_include_pad=False))
-            layers += [build_conv_layer(conv_cfg, inplanes, planes * block.expansion, 1,
-                                        stride=conv_stride, bias=False),
-                       build_norm_layer(norm_cfg, planes * block.expansion)[1]]
-            downsample = nn.Sequential(*layers)
-        blocks = [block(inplanes, planes, stride, dilation, downsample, norm_cfg=norm_cfg,
-                        **block_kwargs)]
-        for _ in range(1, num_blocks):
-            blocks.append(block(planes * block.expansion, planes, 1, dilation,
-                                norm_cfg=norm_cfg, **block_kwargs))
-        super().__init__(*blocks)
-
-
 @MODELS.register_module()
 class ResNet(BaseBackbone):
     """ResNet backbone, mmdet 2.x arguments.
@@ -289,12 +262,13 @@ class ResNet(BaseBackbone):
         self.res_layers = []
         for i, num_blocks in enumerate(self.stage_blocks):
             planes = base_channels * 2**i
-            extra = {} if conv_cfg is None else dict(conv_cfg=conv_cfg)
+            extra = {}
             if plugins is not None:
                 extra['plugins'] = self.make_stage_plugins(plugins, i)
             layer = self.make_res_layer(**extra,
                 block=self.block, inplanes=self.inplanes, planes=planes, num_blocks=num_blocks,
                 stride=strides[i], dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
+                conv_cfg=conv_cfg,
                 style=style, with_cp=flags[i], cp_use_reentrant=cp_use_reentrant)
             self.inplanes = planes * self.block.expansion
             name = f'layer{i + 1}'

@@ -18,7 +18,8 @@ import torch.nn as nn
 from ...registry import MODELS
 from ..utils import build_conv_layer, build_norm_layer
 from .resnet import Bottleneck as _Bottleneck
-from .resnet import ResLayer, ResNet
+from ..utils import ResLayer
+from .resnet import ResNet
 
 __all__ = ['ResNeXt', 'Bottleneck']
 
