@@ -92,9 +92,43 @@ def check_type(cfg, registry):
         raise TypeError(f'{registry.name} type must be a str or a class, got {obj_type!r}')
 
 
+#: ``after_build(part, with_cp) -> part``, run on every model part built (``with_cp`` None
+#: unless the part is a user's that describes no units): gives such parts derived checkpoint
+#: units; set by :mod:`ckptzoo.models.checkpointing.derived` (above this module)
+_unit_deriver = None
+
+
+def set_unit_deriver(derive):
+    global _unit_deriver
+    _unit_deriver = derive
+
+
+def derives_units(cls):
+    """True for a model part class that ckptzoo did not write (a user's, registered through
+    ``custom_imports``) and that describes no checkpoint units: it gets derived ones."""
+    return inspect.isclass(cls) and issubclass(cls, torch.nn.Module) and \
+        not hasattr(cls, '_checkpoint_steps') and \
+        cls.__module__.split('.')[0] not in ('ckptzoo', 'torch', 'torchvision')
+
+
+def takes_with_cp(cls):
+    """Whether ``with_cp`` in a part's config goes to the class (else to its derived units)."""
+    allowed = accepted_args(cls)
+    return allowed is None or 'with_cp' in allowed
+
+
 def _build(cfg, registry, default_args=None):
     check_type(cfg, registry)
-    return build_from_cfg(cfg, registry, default_args)
+    if registry is not MODELS or _unit_deriver is None:
+        return build_from_cfg(cfg, registry, default_args)
+    cls = registry.get(cfg['type']) if isinstance(cfg['type'], str) else cfg['type']
+    with_cp = None  # not a user's part
+    if derives_units(cls):
+        with_cp = False
+        if not takes_with_cp(cls):
+            cfg = dict(cfg)
+            with_cp = cfg.pop('with_cp', False)
+    return _unit_deriver(build_from_cfg(cfg, registry, default_args), with_cp)
 
 
 def _make(name):

@@ -63,3 +63,47 @@ def test_branch_settings_must_agree():
     cfg['roi_head']['test_branch_idx'] = -1
     with pytest.raises(ValueError, match='test_branch_idx'):
         build_detector(cfg)
+
+
+def test_aug_test_scores_each_branch_on_its_own_features(tmp_path):
+    """With proposals in branch ``k`` only, the augmented result is branch ``k``'s features
+    scored alone (mmdet scores branch 0's features for every branch)."""
+    from ckptzoo.models.roi_heads import StandardRoIHead
+    from tests.helpers.coco_tta import flip_aug_batch
+    model = _model(test_branch_idx=-1).eval()
+    batch = flip_aug_batch(tmp_path)
+    imgs, metas = batch['img'], batch['img_metas']
+    with torch.no_grad():
+        feats = model.extract_feats(imgs)
+        assert feats[0][0].shape[0] == 3  # the branches, batch-major
+        merged = model.rpn_head.aug_test_rpn(feats, [m * 3 for m in metas])
+        assert len(merged) == 3 and all(p.shape[0] > 0 for p in merged)
+        for k in (1, 2):
+            only_k = [p if i == k else p[:0] for i, p in enumerate(merged)]
+            got = model.roi_head.aug_test_bboxes(feats, metas, only_k, model.roi_head.test_cfg)
+            branch_k = [[lvl[k:k + 1] for lvl in x] for x in feats]
+            want = StandardRoIHead.aug_test_bboxes(model.roi_head, branch_k, metas,
+                                                   [merged[k]], model.roi_head.test_cfg)
+            assert got[0].shape[0] > 0
+            torch.testing.assert_close(got[0], want[0])
+            torch.testing.assert_close(got[1], want[1])
+        (boxes, ) = model(return_loss=False, **batch)
+    assert len(boxes) == 3 and sum(len(b) for b in boxes) > 0
+
+
+@pytest.mark.parametrize('test_branch_idx', [1, -1])
+def test_aug_test_of_mirrored_views_mirrors(tmp_path, test_branch_idx):
+    import numpy as np
+    from tests.helpers.coco_tta import ORI_SHAPE, flip_aug_batch, swapped_views
+    model = _model(test_branch_idx=test_branch_idx).eval()
+    batch = flip_aug_batch(tmp_path)
+    w = ORI_SHAPE[1]
+    with torch.no_grad():
+        (boxes, ) = model(return_loss=False, **copy.deepcopy(batch))
+        (m_boxes, ) = model(return_loss=False, **swapped_views(batch))
+    assert sum(len(b) for b in boxes) > 0
+    for dets, m_dets in zip(boxes, m_boxes):
+        order, m_order = np.argsort(-dets[:, 4]), np.argsort(-m_dets[:, 4])
+        mirror = dets[order].copy()
+        mirror[:, 0], mirror[:, 2] = w - dets[order, 2], w - dets[order, 0]
+        np.testing.assert_allclose(m_dets[m_order], mirror, atol=1e-3)

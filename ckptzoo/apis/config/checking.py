@@ -10,7 +10,7 @@ import inspect
 from mmengine.config import Config
 
 from ...registry import (DATASETS, HOOKS, MODELS, OPTIMIZERS, RUNNERS, TASK_UTILS, TRANSFORMS,
-                         check_type, accepted_args, check_keys)
+                         accepted_args, check_keys, check_type, derives_units)
 from .near_miss import warn_near_misses
 from .schema import AUTO_SCALE_LR_KEYS, DATA_KEYS, LOG_CONFIG_KEYS, ConfigError
 
@@ -102,6 +102,8 @@ def _check_typed(cfg, path, registries, nested=None, extra=(), exclude=(), stric
         return
     allowed = accepted_args(cls)
     if allowed is not None:
+        if derives_units(cls):  # with_cp sets the units derived for a user's part
+            allowed = allowed | {'with_cp'}
         check_keys(set(cfg) - {'type'}, (allowed | set(extra)) - set(exclude), path,
                    owner=cls.__name__)
     for key, value in cfg.items():

@@ -85,9 +85,13 @@ class CheckpointUnit:
 
 
 def _owners(module, prefix=''):
-    """``(prefix, owner)`` of every checkpoint owner under ``module``, itself included."""
+    """``(prefix, owner)`` of every checkpoint owner under ``module``, itself included: the
+    modules that describe their units, and the units derived for a part that describes none
+    (its ``checkpoint_owner``, :mod:`.derived`)."""
     if isinstance(module, CheckpointOwnerMixin):
         yield prefix, module
+    elif vars(module).get('checkpoint_owner') is not None:
+        yield prefix, vars(module)['checkpoint_owner']
     for child_name, child in module.named_children():
         yield from _owners(child, f'{prefix}{child_name}.')
 
@@ -97,6 +101,11 @@ def _chains(module):
     for prefix, owner in _owners(module):
         for chain in owner._checkpoint_steps():
             yield prefix, chain
+
+
+def _join(prefix, name):
+    """A unit's full name; a part's coarse unit (local name ``''``) is named as the part."""
+    return prefix + name if name else prefix[:-1]
 
 
 def _close_matches(key, names):
@@ -156,7 +165,7 @@ class CheckpointOwnerMixin:
         """``OrderedDict`` of every unit in this module and its children, dotted name ->
         :class:`CheckpointUnit`, in execution order (e.g. ``backbone.stem``,
         ``backbone.layer1.0`` ... ``neck.level2`` ... ``bbox_head.level0``)."""
-        return OrderedDict((prefix + step.name, step.unit) for prefix, chain in _chains(self)
+        return OrderedDict((_join(prefix, step.name), step.unit) for prefix, chain in _chains(self)
                            for step in chain)
 
     def checkpoint_plan(self) -> 'OrderedDict[str, Optional[str]]':
@@ -234,7 +243,7 @@ class CheckpointOwnerMixin:
                 raises.
         """
         spans = resolve_segments(segments, self.checkpoint_units(), self.checkpoint_chains())
-        owner_of = {prefix + step.name: prefix for prefix, chain in _chains(self)
+        owner_of = {_join(prefix, step.name): prefix for prefix, chain in _chains(self)
                     for step in chain}
         owners = list(_owners(self))
         local = {prefix: {} for prefix, _ in owners}

@@ -44,7 +44,16 @@ class TridentFasterRCNN(FasterRCNN):
         return self.roi_head.simple_test(x, proposal_list, trident_img_metas, rescale=rescale)
 
     def aug_test(self, imgs, img_metas, rescale=False):
-        raise NotImplementedError('TridentFasterRCNN test-time augmentation is not written yet')
+        """mmdet 2.x's: each augmentation's metas repeated per test branch, so that the RPN
+        merges every branch's proposals over the augmentations on its own; then the RoI
+        head's ``aug_test`` over the branches."""
+        if any(img.size(0) != 1 for img in imgs):
+            raise ValueError(f'aug_test takes one image per augmentation, got batches of '
+                             f'{[img.size(0) for img in imgs]}')
+        x = self.extract_feats(imgs)
+        trident_img_metas = [list(metas) * self._test_branches() for metas in img_metas]
+        proposal_list = self.rpn_head.aug_test_rpn(x, trident_img_metas)
+        return self.roi_head.aug_test(x, proposal_list, img_metas, rescale=rescale)
 
     def forward_train(self, img, img_metas, gt_bboxes, gt_labels, **kwargs):
         """The losses of every branch: metas, boxes and labels repeated ``num_branch`` times

@@ -422,7 +422,11 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
         """mmdet 2.x test-time augmentation of one image (see
         :meth:`StandardRoIHead.aug_test` for the arguments): per augmentation the cascade's
         boxes and mean scores, merged (``merge_aug_bboxes``) and NMSed; the masks are every
-        stage's of every augmentation, flipped back and averaged."""
+        stage's of every augmentation (:meth:`_aug_mask_preds`), flipped back and averaged.
+        Each stage refines with the labels of the foreground scores, as ``simple_test`` does
+        (mmdet's ``aug_test`` takes the argmax over the background column too). With
+        ``rescale=False`` the boxes and masks are at the first augmentation's scale, as
+        mmdet's docstring says (its code returns them at the original scale)."""
         if not self.test_cfg:
             raise ValueError(f'{type(self).__name__}.aug_test needs test_cfg (score_thr, nms, '
                              f'max_per_img), got {self.test_cfg!r}')
@@ -430,8 +434,9 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
             raise ValueError(f'aug_test needs features and img_metas per augmentation and the '
                              f'proposals of one image, got {len(features)}, {len(img_metas)} '
                              f'and {len(proposal_list)}')
+        extras = [self._aug_test_feats(x) for x in features]
         aug_bboxes, aug_scores = [], []
-        for x, aug_metas in zip(features, img_metas):
+        for x, aug_metas, extra in zip(features, img_metas, extras):
             flip, direction = aug_flip(aug_metas)
             meta = aug_metas[0]
             proposals = bbox_mapping(proposal_list[0][:, :4], meta['img_shape'],
@@ -442,7 +447,7 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
                 aug_scores.append(rois.new_zeros(0, 1))
                 continue
             rois, cls_score, bbox_pred = self._refined_stages(x, rois, aug_metas,
-                                                              (rois.shape[0], ))
+                                                              (rois.shape[0], ), **extra)
             bboxes, scores = self.bbox_head[-1].get_bboxes(
                 rois[0], cls_score[0], bbox_pred[0], meta['img_shape'], meta['scale_factor'],
                 rescale=False, cfg=None)
@@ -460,20 +465,31 @@ class CascadeRoIHead(CheckpointOwnerMixin, nn.Module):
         if not self.with_mask:
             return [bbox_result]
         if det_bboxes.shape[0] == 0:
-            return [(bbox_result, [[] for _ in range(self.mask_head[-1].num_classes)])]
+            return [(bbox_result, [[] for _ in range(self._last_mask_head().num_classes)])]
         aug_masks, aug_img_metas = [], []
-        for x, aug_metas in zip(features, img_metas):
+        for x, aug_metas, extra in zip(features, img_metas, extras):
             flip, direction = aug_flip(aug_metas)
             meta = aug_metas[0]
             mask_rois = bbox2roi([bbox_mapping(det_bboxes[:, :4], meta['img_shape'],
                                                meta['scale_factor'], flip,
                                                direction or 'horizontal')])
-            for i in range(self.num_stages):
-                aug_masks.append(self._mask_forward(i, x, mask_rois)['mask_pred']
-                                 .sigmoid().cpu().numpy())
+            for mask_pred in self._aug_mask_preds(x, mask_rois, extra):
+                aug_masks.append(mask_pred.sigmoid().cpu().numpy())
                 aug_img_metas.append(aug_metas)
         merged = merge_aug_masks(aug_masks, aug_img_metas, self.test_cfg)
-        segm_result = self.mask_head[-1].get_seg_masks(
+        segm_result = self._last_mask_head().get_seg_masks(
             merged, out_bboxes[:, :4], det_labels, self.test_cfg, img_metas[0][0]['ori_shape'],
             scale_factor=scale, rescale=False)
         return [(bbox_result, segm_result)]
+
+    def _aug_test_feats(self, x):
+        """The keywords the stages take besides the features, for one augmentation (HTC's
+        semantic feature, SCNet's global context): none here."""
+        return {}
+
+    def _aug_mask_preds(self, x, rois, extra):
+        """The mask logits that ``aug_test`` averages for one augmentation: every stage's."""
+        return [self._mask_forward(i, x, rois)['mask_pred'] for i in range(self.num_stages)]
+
+    def _last_mask_head(self):
+        return self.mask_head[-1]

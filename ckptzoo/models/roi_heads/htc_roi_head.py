@@ -346,6 +346,10 @@ class HybridTaskCascadeRoIHead(CascadeRoIHead):
         raise NotImplementedError(f'{type(self).__name__} tests its masks in simple_test '
                                   '(with the semantic feature and the mask information flow)')
 
-    def aug_test(self, features, proposal_list, img_metas, rescale=False):
-        raise NotImplementedError(f'{type(self).__name__} has no test-time augmentation in '
-                                  'ckptzoo yet; test with one scale and no flip')
+    def _aug_test_feats(self, x):
+        return dict(semantic_feat=self._semantic_forward(x)[1]) if self.with_semantic else {}
+
+    def _aug_mask_preds(self, x, rois, extra):
+        """Every stage's mask logits on the last extractor's features (with the semantic
+        feature and the mask information flow), as ``simple_test`` computes them."""
+        return self._mask_stages(x, rois, extra.get('semantic_feat'))

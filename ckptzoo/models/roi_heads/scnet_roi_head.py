@@ -327,6 +327,14 @@ class SCNetRoIHead(CascadeRoIHead):
         raise NotImplementedError(f'{type(self).__name__} tests its masks in simple_test '
                                   '(with the relayed feature and the context)')
 
-    def aug_test(self, features, proposal_list, img_metas, rescale=False):
-        raise NotImplementedError(f'{type(self).__name__} has no test-time augmentation in '
-                                  'ckptzoo yet; test with one scale and no flip')
+    def _aug_test_feats(self, x):
+        (_, semantic_feat), (_, glbctx_feat) = self._branches(x)
+        return dict(semantic_feat=semantic_feat, glbctx_feat=glbctx_feat)
+
+    def _aug_mask_preds(self, x, rois, extra):
+        """The one mask head's logits, with the last stage's relayed feature (mmdet's)."""
+        relayed = self._bbox_forward(-1, x, rois, **extra)['relayed_feat']
+        return [self._mask_forward(x, rois, relayed_feat=relayed, **extra)['mask_pred']]
+
+    def _last_mask_head(self):
+        return self.mask_head
