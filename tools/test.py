@@ -45,7 +45,8 @@ def parse_args(argv=None):
                         'to this directory')
     parser.add_argument('--show-score-thr', type=float, default=0.3,
                         help='draw the detections scoring above this (default 0.3)')
-    parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        default='none', help='job launcher')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
@@ -92,10 +93,7 @@ def main(argv=None):
 
     distributed = args.launcher != 'none'
     if distributed:
-        dist_params = dict(cfg.get('dist_params', {}))
-        if dist_params.get('backend') == 'nccl' and not torch.cuda.is_available():
-            dist_params['backend'] = 'gloo'
-        init_dist(args.launcher, **dist_params)
+        init_dist(args.launcher, **cfg.get('dist_params', {}))
     rank, _ = get_dist_info()
     prepare_synthetic_data(cfg, distributed)
 

@@ -49,8 +49,8 @@ def parse_args(argv=None):
                         'data.samples_per_gpu=4 "model.backbone.out_indices=(1,2,3)"')
     parser.add_argument('--auto-scale-lr', action='store_true',
                         help='scale the lr by the total batch / auto_scale_lr.base_batch_size')
-    parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none',
-                        help='job launcher')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        default='none', help='job launcher')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
@@ -106,10 +106,7 @@ def main(argv=None):
         distributed = False
     else:
         distributed = True
-        dist_params = dict(cfg.get('dist_params', {}))
-        if dist_params.get('backend') == 'nccl' and not torch.cuda.is_available():
-            dist_params['backend'] = 'gloo'  # mmdet configs say nccl; there is no GPU
-        init_dist(args.launcher, **dist_params)
+        init_dist(args.launcher, **cfg.get('dist_params', {}))
     rank, world_size = get_dist_info()
 
     try:  # before anything is written into the work dir, or anything is built

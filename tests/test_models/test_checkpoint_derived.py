@@ -7,7 +7,6 @@ import os.path as osp
 import pytest
 import torch
 import torch.nn as nn
-from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.apis.config import check_config, load_config

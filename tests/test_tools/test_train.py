@@ -326,3 +326,94 @@ def test_a_malformed_budget_fails_in_the_config_check_before_anything_is_built(
         tool.main([str(cfg), '--work-dir', str(tmp_path / 'w'),
                    '--cfg-options', f'memory_budget={budget}'])
     assert not (tmp_path / 'w').exists()
+
+
+def _free_slurm_job_id():
+    """A job id whose derived port (20000 + id % 10000) is free here."""
+    import random
+    import socket
+    for _ in range(100):
+        job = random.randrange(10 ** 6)
+        with socket.socket() as s:
+            try:
+                s.bind(('127.0.0.1', 20000 + job % 10000))
+            except OSError:
+                continue
+        return job
+    raise RuntimeError('no free port in 20000-29999')
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_slurm_launcher_two_tasks_equal_torchrun(tmp_path):
+    """`--launcher slurm` as srun starts it (SLURM_* faked, a fake scontrol on PATH): both
+    tasks find the same master address and port, train with gloo, and end with the weights
+    of the same run under torchrun."""
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='EpochBasedRunner', max_epochs=2)\n")
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'scontrol').write_text('#!/bin/sh\necho 127.0.0.1\necho 127.0.0.2\n')
+    (bin_dir / 'scontrol').chmod(0o755)
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith('SLURM_') and k not in ('MASTER_PORT', 'MASTER_ADDR', 'RANK',
+                                                        'WORLD_SIZE', 'LOCAL_RANK')}
+    base.update(PYTHONPATH=ROOT, OMP_NUM_THREADS='1', PATH=f'{bin_dir}:{os.environ["PATH"]}',
+                SLURM_NTASKS='2', SLURM_NODELIST='node[1-2]',
+                SLURM_JOB_ID=str(_free_slurm_job_id()))
+    procs = [subprocess.Popen(
+        [sys.executable, TRAIN, str(cfg), '--work-dir', str(tmp_path / 'slurm'),
+         '--launcher', 'slurm'], cwd=ROOT, env=dict(base, SLURM_PROCID=str(r),
+                                                     SLURM_LOCALID=str(r)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], '\n'.join(o[-3000:] for o in outs)
+    log = open(next(str(p) for p in (tmp_path / 'slurm').glob('*.log'))).read()
+    assert 'Distributed training: True (world size 2)' in log
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    proc = subprocess.run(
+        [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
+         '--master_port', str(_free_port()), TRAIN, str(cfg), '--work-dir',
+         str(tmp_path / 'ddp'), '--launcher', 'pytorch'], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    slurm, ddp = _final(tmp_path / 'slurm'), _final(tmp_path / 'ddp')
+    assert slurm['meta']['iter'] == ddp['meta']['iter'] == 8
+    assert slurm['state_dict'].keys() == ddp['state_dict'].keys()
+    for key, value in ddp['state_dict'].items():
+        torch.testing.assert_close(slurm['state_dict'][key], value, rtol=0, atol=0)
+
+
+def test_the_launch_scripts_have_mmdets_arguments():
+    """The four scripts take mmdet 2.x's positional arguments and environment variables."""
+    tools = osp.join(ROOT, 'tools')
+    scripts = {name: open(osp.join(tools, name)).read() for name in (
+        'dist_train.sh', 'dist_test.sh', 'slurm_train.sh', 'slurm_test.sh')}
+    for name, text in scripts.items():
+        assert os.access(osp.join(tools, name), os.X_OK), name
+        assert subprocess.run(['bash', '-n', osp.join(tools, name)]).returncode == 0, name
+    for name in ('dist_train.sh', 'dist_test.sh'):
+        assert 'torchrun' in scripts[name] and '--launcher pytorch' in scripts[name]
+        for var in ('NNODES', 'NODE_RANK', 'PORT', 'MASTER_ADDR'):
+            assert f'{var}=${{{var}:-' in scripts[name], (name, var)
+    for name in ('slurm_train.sh', 'slurm_test.sh'):
+        assert '--launcher="slurm"' in scripts[name]
+        for var in ('GPUS', 'GPUS_PER_NODE', 'CPUS_PER_TASK', 'SRUN_ARGS'):
+            assert f'{var}=${{{var}:-' in scripts[name], (name, var)
+    assert 'CONFIG=$1\nGPUS=$2' in scripts['dist_train.sh']
+    assert 'CONFIG=$1\nCHECKPOINT=$2\nGPUS=$3' in scripts['dist_test.sh']
+    assert 'PARTITION=$1\nJOB_NAME=$2\nCONFIG=$3\nWORK_DIR=$4' in scripts['slurm_train.sh']
+    assert 'PARTITION=$1\nJOB_NAME=$2\nCONFIG=$3\nCHECKPOINT=$4' in scripts['slurm_test.sh']
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_dist_train_script_runs_torchrun(tmp_path):
+    cfg = tmp_path / 'toy.py'
+    cfg.write_text(TOY_CFG + "runner = dict(type='IterBasedRunner', max_iters=2)\n")
+    env = dict(os.environ, OMP_NUM_THREADS='1', PORT=str(_free_port()))
+    proc = subprocess.run(['bash', osp.join(ROOT, 'tools', 'dist_train.sh'), str(cfg), '2',
+                           '--work-dir', str(tmp_path / 'w')], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _final(tmp_path / 'w')['meta']['iter'] == 2

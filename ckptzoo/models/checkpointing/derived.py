@@ -1,8 +1,9 @@
 """Checkpoint units for a model part that describes none: a backbone, neck or head that a user
 registers (``custom_imports``) without :class:`~.plan.CheckpointOwnerMixin`.
 
-Its units are read from its module tree, so ``with_cp``, checkpoint plans, segments and the
-planner work on it as on the built-in families:
+Its units are read from its module tree when the detector holding it is built (a user's head
+that a built-in owner runs inside one of its units is planned with that unit), so ``with_cp``,
+checkpoint plans, segments and the planner work on it as on the built-in families:
 
 - a *block* is a module with parameters and sub-modules (a conv, a norm or an activation alone
   is no block: it runs plainly between units);
@@ -11,16 +12,17 @@ planner work on it as on the built-in families:
   stages of its own, which are then used instead (a stage of stages gives the inner blocks);
 - a block outside any stage is searched the same way, and is a unit itself where it holds no
   stage (a ``stem`` of conv, norm and ReLU; a transformer block of attention and MLP);
-- a part with no block at all is one *coarse* unit, named as the part (``neck``);
+- a part with no block at all is one *coarse* unit, named as the part
+  (``neck``);
 - an ``nn.ModuleList`` / ``nn.ModuleDict`` is no unit itself (nothing calls it), only its
   blocks are.
 
-The elements of an ``nn.Sequential`` stage that are all units form a chain (segments may span them): the stage's
-forward becomes :func:`~.segments.run_chain` over them. Any other unit is run through its
-:class:`~.plan.CheckpointUnit` by its own ``forward`` (an attribute of the instance, so the
-state-dict keys and the class are unchanged). Every mode is exact as for the built-in units: the
-same :func:`~.functional.checkpoint` (the grad guard, RNG replay, BN statistics kept), the
-non-reentrant implementation (a part's inputs may be lists of tensors).
+The elements of an ``nn.Sequential`` stage that are all units form a chain (segments may span
+them): the stage's forward becomes :func:`~.segments.run_chain` over them. Any other unit is run
+through its :class:`~.plan.CheckpointUnit` by its own ``forward`` (an attribute of the instance,
+so the state-dict keys and the class are unchanged). Every mode is exact as for the built-in
+units: the same :func:`~.functional.checkpoint` (the grad guard, RNG replay, BN statistics
+kept), the non-reentrant implementation (a part's inputs may be lists of tensors).
 
 A part that wants other units describes them itself: mix in
 :class:`~.plan.CheckpointOwnerMixin` and override ``_checkpoint_steps`` (docs/design.md,

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [test.py arguments]: as
+# slurm_train.sh (GPUS, GPUS_PER_NODE, CPUS_PER_TASK, SRUN_ARGS, PORT), for tools/test.py.
+set -x
+
+PARTITION=$1
+JOB_NAME=$2
+CONFIG=$3
+CHECKPOINT=$4
+GPUS=${GPUS:-8}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+CPUS_PER_TASK=${CPUS_PER_TASK:-5}
+SRUN_ARGS=${SRUN_ARGS:-""}
+PY_ARGS=${@:5}
+if [ -n "$PORT" ]; then export MASTER_PORT=$PORT; fi
+
+PYTHONPATH="$(dirname "$0")/..":$PYTHONPATH \
+srun -p "${PARTITION}" \
+    --job-name="${JOB_NAME}" \
+    --gres=gpu:"${GPUS_PER_NODE}" \
+    --ntasks="${GPUS}" \
+    --ntasks-per-node="${GPUS_PER_NODE}" \
+    --cpus-per-task="${CPUS_PER_TASK}" \
+    --kill-on-bad-exit=1 \
+    ${SRUN_ARGS} \
+    python -u "$(dirname "$0")/test.py" "${CONFIG}" "${CHECKPOINT}" --launcher="slurm" ${PY_ARGS}
