@@ -44,7 +44,8 @@ def test_ssdlite_neck_as_mmdet():
     assert isinstance(neck.extra_layers[0][1], DepthwiseSeparableConvModule)
     assert 'extra_layers.0.1.depthwise_conv.bn.weight' in neck.state_dict()
     # mmcv's TruncNormal: std 0.03, bounds a=-2, b=2 absolute (as mmcv's, not in stds)
-    assert float(neck.extra_layers[0][0].conv.weight.detach().std()) == pytest.approx(0.03, rel=0.05)
+    std = float(neck.extra_layers[0][0].conv.weight.detach().std())
+    assert std == pytest.approx(0.03, rel=0.05)
     assert list(neck.checkpoint_units()) == ['level2', 'level3', 'level4', 'level5']
 
 

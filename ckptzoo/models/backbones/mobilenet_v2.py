@@ -4,7 +4,9 @@
 Checkpoint units: ``conv1``, every InvertedResidual ``layer{i}.{j}`` and ``conv2``; ``with_cp``
 sets them all to ``'full'`` (mmdet checkpoints only the blocks). Fix over mmdet:
 ``frozen_stages >= 0`` also puts ``conv1``'s BatchNorm in eval mode (mmdet stops its gradient
-but lets its running statistics move).
+but lets its running statistics move). Layers past the last of ``out_indices`` do not run
+(mmdet runs them and discards their outputs, e.g. ``conv2`` under ``out_indices=(2, 4, 6)``:
+only their BN statistics move; no gradient reaches them either way).
 """
 import torch.nn as nn
 
