@@ -10,3 +10,12 @@ __all__ = ['DenseNet', 'HRModule', 'HRNet', 'SwinTransformer', 'convert_torchvis
            'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResNet', 'ResNetV1d',
            'ResNeXt', 'RegNet',
            'TridentResNet']
+from .mobilenet_v2 import MobileNetV2  # noqa: E402
+__all__ += ['MobileNetV2']
+from .efficientnet import EfficientNet  # noqa: E402
+__all__ += ['EfficientNet']
+from .csp_darknet import CSPDarknet  # noqa: E402
+from .darknet import Darknet  # noqa: E402
+__all__ += ['CSPDarknet', 'Darknet']
+from .ssd_vgg import SSDVGG  # noqa: E402
+__all__ += ['SSDVGG']

@@ -14,3 +14,10 @@ from .generalized_attention import GeneralizedAttention  # noqa: F401
 from .plugin import PLUGIN_LAYERS, build_plugin_layer  # noqa: F401
 from .sequential import Sequential, build_model_or_sequence  # noqa: F401
 from .res_layer import ResLayer, SimplifiedBasicBlock  # noqa: F401
+from .make_divisible import make_divisible  # noqa: F401
+from .drop import DropPath, drop_path  # noqa: F401
+from .conv2d_adaptive_padding import Conv2dAdaptivePadding  # noqa: F401
+from .depthwise_separable_conv_module import DepthwiseSeparableConvModule  # noqa: F401
+from .se_layer import SELayer  # noqa: F401
+from .inverted_residual import InvertedResidual  # noqa: F401
+from .csp_layer import CSPLayer, DarknetBottleneck  # noqa: F401

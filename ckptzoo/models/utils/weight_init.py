@@ -3,7 +3,8 @@
 mmdet 2.x heads and necks describe their initialisation as data, e.g. RetinaHead's
 ``dict(type='Normal', layer='Conv2d', std=0.01, override=dict(type='Normal', name='retina_cls',
 std=0.01, bias_prob=0.01))``. :func:`apply_init_cfg` reads that dict so configs keep working;
-the supported types are Normal, Xavier, Kaiming, Constant, Uniform and Caffe2Xavier.
+the supported types are Normal, Xavier, Kaiming, Constant, Uniform, TruncNormal and
+Caffe2Xavier.
 """
 import math
 from functools import partial
@@ -11,7 +12,7 @@ from functools import partial
 import torch.nn as nn
 
 __all__ = ['bias_init_with_prob', 'normal_init', 'xavier_init', 'kaiming_init', 'constant_init',
-           'uniform_init', 'apply_init_cfg']
+           'uniform_init', 'trunc_normal_init', 'apply_init_cfg']
 
 
 def bias_init_with_prob(prior_prob):
@@ -44,6 +45,13 @@ def uniform_init(module, a=0, b=1, bias=0):
     _init_bias(module, bias)
 
 
+def trunc_normal_init(module, mean=0, std=1, a=-2, b=2, bias=0):
+    """mmcv's: a normal(mean, std) truncated to [a, b] (SSDLite's convs)."""
+    if getattr(module, 'weight', None) is not None:
+        nn.init.trunc_normal_(module.weight, mean, std, a, b)
+    _init_bias(module, bias)
+
+
 def xavier_init(module, gain=1, bias=0, distribution='normal'):
     if distribution not in ('uniform', 'normal'):
         raise ValueError(f"distribution must be 'uniform' or 'normal', got {distribution!r}")
@@ -71,6 +79,7 @@ _INITS = {
     'Kaiming': (kaiming_init, ('a', 'mode', 'nonlinearity', 'distribution')),
     'Constant': (constant_init, ('val', )),
     'Uniform': (uniform_init, ('a', 'b')),
+    'TruncNormal': (trunc_normal_init, ('mean', 'std', 'a', 'b')),
     # mmcv's Caffe2XavierInit: Kaiming uniform, a=1, fan_in, leaky_relu
     'Caffe2Xavier': (partial(kaiming_init, a=1, mode='fan_in', nonlinearity='leaky_relu',
                              distribution='uniform'), ()),
