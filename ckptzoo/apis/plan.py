@@ -470,7 +470,7 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
             from ..memory.report.html import write_memory_report  # matplotlib: when drawn
             report = write_memory_report(result, osp.join(cfg.work_dir, REPORT_FILE),
                                          timelines, title='Memory plan: ' + osp.basename(
-                                             cfg.get('filename') or 'config'))
+                                             getattr(cfg, 'filename', None) or 'config'))
             if logger is not None:
                 logger.info(f'memory report: {report} (open it in a browser)')
     return PlannedRun(result, run)

@@ -129,6 +129,7 @@ def test_every_step_of_the_epoch_fits_under_its_buckets_plan(setup, tmp_path):
     with open(osp.join(cfg.work_dir, 'memory_report.html'), encoding='utf-8') as f:
         report = f.read()  # the report of the plan made now, its measured peak drawn
     assert f'data-max-bytes="{saved["measured_peak_bytes"]}"' in report
+    assert '<title>Memory plan: retinanet_r50_fpn_1x_coco.py</title>' in report  # the file
     assert len(saved['buckets']) == len(hook.buckets) >= 3
     assert len(hook.records) == len(runner.data_loader) >= 4
     assert not hook.over_budget
