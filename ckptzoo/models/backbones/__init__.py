@@ -10,3 +10,7 @@ __all__ = ['DenseNet', 'HRModule', 'HRNet', 'SwinTransformer', 'convert_torchvis
            'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResNet', 'ResNetV1d',
            'ResNeXt', 'RegNet',
            'TridentResNet']
+from .pvt import PyramidVisionTransformer, PyramidVisionTransformerV2, pvt_convert  # noqa: E402
+from .convnext import ConvNeXt  # noqa: E402
+
+__all__ += ['PyramidVisionTransformer', 'PyramidVisionTransformerV2', 'pvt_convert', 'ConvNeXt']
