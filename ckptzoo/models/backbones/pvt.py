@@ -273,6 +273,10 @@ class PyramidVisionTransformer(BaseBackbone):
             layers = []
             if use_abs_pos_embed:
                 grid = math.prod(patch_sizes[:i + 1])
+                if min(pretrain_img_size) < grid:
+                    raise ValueError(f'pretrain_img_size {pretrain_img_size} gives stage {i} no '
+                                     f'position embedding: it must be >= prod(patch_sizes[:{i + 1}]'
+                                     f') = {grid}')
                 layers.append(AbsolutePositionEmbedding(
                     tuple(s // grid for s in pretrain_img_size), dims, drop_rate))
             layers += [PVTEncoderLayer(dims, num_heads[i], int(mlp_ratios[i] * dims), drop_rate,
