@@ -288,6 +288,7 @@ def test_custom_imports_of_mmcls_models_is_ckptzoos_own(tmp_path):
     with pytest.raises(ImportError, match=r'cfg.py: custom_imports .*Failed to import '
                        r'no_such_module_x'):
         load_config(str(path))
-    path.write_text("custom_imports = dict(imports='no_such_module_x', allow_failed_imports=True)\n")
+    path.write_text("custom_imports = dict(imports='no_such_module_x',\n"
+                    "                      allow_failed_imports=True)\n")
     with pytest.warns(UserWarning, match='no_such_module_x failed to import'):
         load_config(str(path))

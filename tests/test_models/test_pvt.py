@@ -231,9 +231,18 @@ def test_built_from_config_names():
     (PyramidVisionTransformer, dict(pretrained='a.pth', init_cfg=dict(checkpoint='b')),
      ValueError, 'not both'),
     (PyramidVisionTransformer, dict(with_cp=(True, False)), ValueError, 'with_cp'),
+    (PyramidVisionTransformer, dict(embed_dims=0), ValueError, 'embed_dims must be a positive'),
+    (PyramidVisionTransformer, dict(pretrained=3), TypeError, 'pretrained must be a str'),
     (PyramidVisionTransformerV2, dict(patch_sizes=[4, 2, 2, 2]), TypeError,
      'PyramidVisionTransformerV2 fixes patch_sizes'),
 ])
 def test_bad_arguments(cls, kwargs, error, match):
     with pytest.raises(error, match=match):
         cls(**kwargs)
+
+
+def test_pretrained_becomes_init_cfg():
+    with pytest.warns(DeprecationWarning):
+        model = PyramidVisionTransformerV2(**TINY, pretrained='pvt_v2_b0.pth')
+    assert model.init_cfg == dict(type='Pretrained', checkpoint='pvt_v2_b0.pth')
+    assert model.convert_weights is True  # mmdet's default: the official release's keys

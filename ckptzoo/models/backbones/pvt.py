@@ -39,6 +39,7 @@ from ..checkpointing import CheckpointUnit, chain_and_rest, unit_step
 from ..utils.ckpt_convert import pvt_convert
 from ..utils.conv_module import build_activation_layer
 from ..utils.drop import DropPath
+from ..utils.pretrained import pretrained_to_init_cfg
 from ..utils.transformer import PatchEmbed
 from .base import BaseBackbone
 
@@ -243,14 +244,11 @@ class PyramidVisionTransformer(BaseBackbone):
         self.out_indices = self._check_out_indices(out_indices, num_stages)
         self.frozen_stages = self._check_frozen_stages(frozen_stages, num_stages)
         flags = self._stage_flags(with_cp, num_stages)
-        if pretrained is not None:
-            if init_cfg is not None:
-                raise ValueError('give pretrained or init_cfg, not both')
-            if not isinstance(pretrained, str):
-                raise TypeError(f'pretrained must be a str or None, got {pretrained!r}')
-            warnings.warn('pretrained is deprecated, use init_cfg=dict(type="Pretrained", '
-                          'checkpoint=...)', DeprecationWarning)
-            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
+        if isinstance(embed_dims, bool) or not isinstance(embed_dims, int) or embed_dims < 1:
+            raise ValueError(f'embed_dims must be a positive int, got {embed_dims!r}')
+        if pretrained is not None and not isinstance(pretrained, str):
+            raise TypeError(f'pretrained must be a str or None, got {pretrained!r}')
+        init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         if init_cfg is not None and (not isinstance(init_cfg, dict) or 'checkpoint' not in init_cfg
                                      or init_cfg.get('type', 'Pretrained') != 'Pretrained'):
             raise ValueError(f"{type(self).__name__} init_cfg must be dict(type='Pretrained', "
