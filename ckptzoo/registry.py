@@ -74,6 +74,21 @@ def accepted_args(obj):
     return None
 
 
+#: scopes that mmdet 2.x configs put before types of other OpenMMLab packages
+#: (``type='mmcls.ConvNeXt'``); ckptzoo registers those types under their plain names
+FOREIGN_SCOPES = ('mmcls', 'mmdet')
+
+
+def unscoped(obj_type):
+    """``'mmcls.ConvNeXt'`` -> ``'ConvNeXt'`` (a scope of :data:`FOREIGN_SCOPES`); any other
+    type as it is."""
+    if isinstance(obj_type, str):
+        scope, _, name = obj_type.partition('.')
+        if name and scope in FOREIGN_SCOPES:
+            return name
+    return obj_type
+
+
 def check_type(cfg, registry):
     """``cfg`` is a dict whose ``type`` ``registry`` has (else fail with the close matches)."""
     if not isinstance(cfg, dict):
@@ -82,7 +97,7 @@ def check_type(cfg, registry):
     if 'type' not in cfg:
         raise KeyError(f'a {registry.name} config needs a "type" key, got keys {sorted(cfg)}')
     obj_type = cfg['type']
-    if isinstance(obj_type, str) and registry.get(obj_type) is None:
+    if isinstance(obj_type, str) and registry.get(unscoped(obj_type)) is None:
         names = sorted(registry.module_dict)
         close = difflib.get_close_matches(obj_type, names, n=5, cutoff=0.5)
         hint = (f'did you mean {", ".join(close)}?' if close else
@@ -119,6 +134,8 @@ def takes_with_cp(cls):
 
 def _build(cfg, registry, default_args=None):
     check_type(cfg, registry)
+    if unscoped(cfg['type']) is not cfg['type']:
+        cfg = {**cfg, 'type': unscoped(cfg['type'])}
     if registry is not MODELS or _unit_deriver is None:
         return build_from_cfg(cfg, registry, default_args)
     cls = registry.get(cfg['type']) if isinstance(cfg['type'], str) else cfg['type']

@@ -40,3 +40,16 @@ def test_optimizers_from_torch():
 
 def test_hook_registry():
     assert HOOKS.get('Hook') is not None
+
+
+def test_scoped_types_of_mmdet_configs_resolve_to_ckptzoos():
+    """mmdet 2.x configs write ``type='mmcls.ConvNeXt'`` (mmcls's backbone, with
+    ``custom_imports=['mmcls.models']``); the scope names no other registry here."""
+    model = build_backbone(dict(type='mmcls.ConvNeXt', arch='tiny', out_indices=[3]))
+    assert type(model).__name__ == 'ConvNeXt'
+    assert type(build_backbone(dict(type='mmdet.ResNet', depth=18))).__name__ == 'ResNet'
+    with pytest.raises(UnknownTypeError, match="unknown model type 'mmcls.ConvNeXtt': did you "
+                       'mean ConvNeXt'):
+        build_backbone(dict(type='mmcls.ConvNeXtt'))
+    with pytest.raises(UnknownTypeError, match="'mmseg.ResNet'"):  # not a scope ckptzoo reads
+        build_backbone(dict(type='mmseg.ResNet', depth=18))

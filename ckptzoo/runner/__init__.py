@@ -9,6 +9,7 @@ from .iter_based_runner import IterBasedRunner
 from .iter_loader import IterLoader
 from .log_buffer import LogBuffer
 from . import optimizer_constructor  # noqa: F401  (registers DefaultOptimizerConstructor)
+from . import layer_decay_optimizer_constructor  # noqa: F401,E402  (registers it)
 from .parallel import MMDistributedDataParallel
 from .preemption import TrainingPreempted
 from .priority import Priority, get_priority

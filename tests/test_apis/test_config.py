@@ -275,3 +275,20 @@ def test_head_train_and_test_cfg_keys():
     with pytest.raises(UnknownKeyError, match=r"'test_cfg.score_thrs' \(did you mean "
                        r"'test_cfg.score_thr'\?\); allowed by RetinaHead"):
         build_model(cfg.model)
+
+
+def test_custom_imports_of_mmcls_models_is_ckptzoos_own(tmp_path):
+    """mmdet's ConvNeXt configs import ``mmcls.models`` for ``mmcls.ConvNeXt``: ckptzoo
+    registers it, so that import is skipped; any other module is imported as mmengine does."""
+    path = tmp_path / 'cfg.py'
+    path.write_text("custom_imports = dict(imports=['mmcls.models'], allow_failed_imports=False)\n"
+                    "model = dict(type='mmcls.ConvNeXt', arch='tiny')\n")
+    assert load_config(str(path)).model.type == 'mmcls.ConvNeXt'
+    path.write_text("custom_imports = dict(imports=['mmcls.models', 'no_such_module_x'])\n")
+    with pytest.raises(ImportError, match=r'cfg.py: custom_imports .*Failed to import '
+                       r'no_such_module_x'):
+        load_config(str(path))
+    path.write_text("custom_imports = dict(imports='no_such_module_x',\n"
+                    "                      allow_failed_imports=True)\n")
+    with pytest.warns(UserWarning, match='no_such_module_x failed to import'):
+        load_config(str(path))

@@ -10,7 +10,7 @@ import inspect
 from mmengine.config import Config
 
 from ...registry import (DATASETS, HOOKS, MODELS, OPTIMIZERS, RUNNERS, TASK_UTILS, TRANSFORMS,
-                         accepted_args, check_keys, check_type, derives_units)
+                         accepted_args, check_keys, check_type, derives_units, unscoped)
 from .near_miss import warn_near_misses
 from .schema import AUTO_SCALE_LR_KEYS, DATA_KEYS, LOG_CONFIG_KEYS, ConfigError
 
@@ -83,7 +83,8 @@ def _lookup(obj_type, registries):
     if inspect.isclass(obj_type):
         return obj_type
     for registry in registries:
-        cls = registry.module_dict.get(obj_type) if isinstance(obj_type, str) else None
+        cls = registry.module_dict.get(unscoped(obj_type)) if isinstance(obj_type, str) \
+            else None
         if cls is not None:
             return cls
     return None

@@ -3,19 +3,26 @@
 ``_base_``, a syntax error or an exception fails naming the file (and the line); a
 ``--cfg-options`` key whose top level is not a known key fails (a new one is a typo, given with
 its close matches; one that names a variable of the file changes nothing, and the message says
-so)."""
+so). ``custom_imports`` are imported after the file is read, except the modules ckptzoo
+provides itself (:data:`PROVIDED_IMPORTS`)."""
 from __future__ import annotations
 
 import ast
 import difflib
 import os.path as osp
+import sys
 
 from mmengine.config import Config
+from mmengine.utils import import_modules_from_strings
 
 from ...registry import UnknownKeyError
 from .schema import KNOWN_KEYS, ConfigError
 
-__all__ = ['load_config']
+__all__ = ['load_config', 'PROVIDED_IMPORTS']
+
+#: modules that configs list in ``custom_imports`` for the types they register, which ckptzoo
+#: registers itself: mmdet's ConvNeXt configs import ``mmcls.models`` for ``mmcls.ConvNeXt``
+PROVIDED_IMPORTS = ('mmcls.models', )
 
 
 def load_config(filename: str, cfg_options: dict | None = None) -> Config:
@@ -29,14 +36,33 @@ def load_config(filename: str, cfg_options: dict | None = None) -> Config:
         raise FileNotFoundError(f'config file {filename!r} not found')
     _check_base_cycle(filename)  # mmengine recurses until RecursionError
     try:
-        cfg = Config.fromfile(filename)
+        cfg = Config.fromfile(filename, import_custom_modules=False)
     except Exception as exc:
         _raise_on_imports(exc, filename)
         _raise_naming_file(exc, filename)  # always raises
+    _import_custom_modules(cfg.get('custom_imports'), filename)
     if cfg_options:
         _check_cli_keys(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
     return cfg
+
+
+def _import_custom_modules(custom, filename):
+    """mmengine's import of ``custom_imports = dict(imports=[...], allow_failed_imports=...)``
+    without the modules of :data:`PROVIDED_IMPORTS`."""
+    if not custom:
+        return
+    imports = custom.get('imports')
+    if isinstance(imports, str):
+        imports = [imports]
+    if isinstance(imports, list):
+        imports = [m for m in imports if m not in PROVIDED_IMPORTS]
+    try:
+        import_modules_from_strings(imports, custom.get('allow_failed_imports', False))
+    except ImportError as exc:
+        raise ImportError(f'config file {filename}: custom_imports {dict(custom)}: {exc} (the '
+                          f'modules are looked for on sys.path: {sys.path}; set PYTHONPATH to '
+                          f'include the folder of the package)') from exc
 
 
 def _base_names(path):

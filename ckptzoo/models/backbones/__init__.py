@@ -19,3 +19,7 @@ from .darknet import Darknet  # noqa: E402
 __all__ += ['CSPDarknet', 'Darknet']
 from .ssd_vgg import SSDVGG  # noqa: E402
 __all__ += ['SSDVGG']
+from .pvt import PyramidVisionTransformer, PyramidVisionTransformerV2, pvt_convert  # noqa: E402
+from .convnext import ConvNeXt  # noqa: E402
+
+__all__ += ['PyramidVisionTransformer', 'PyramidVisionTransformerV2', 'pvt_convert', 'ConvNeXt']

@@ -44,6 +44,7 @@ from ...runner.checkpoint import load_file
 from ..checkpointing import CheckpointUnit, chain_and_rest, chain_step, unit_step
 from ..utils.ckpt_convert import convert_official_swin, unfold_order_vector, unfold_order_weight
 from ..utils.pretrained import check_pretrained_cfg, load_pretrained, pretrained_to_init_cfg
+from ..utils.transformer import PatchEmbed
 from .base import BaseBackbone
 
 __all__ = ['SwinTransformer', 'SwinBlock', 'PatchMerging', 'PatchEmbed',
@@ -191,26 +192,6 @@ class SwinBlock(nn.Module):
         return self.cp_unit(self._inner_forward, x)
 
 
-class PatchEmbed(nn.Module):
-    """Non-overlapping patches: pad to a multiple of ``patch_size``, conv, LayerNorm; NHWC out."""
-
-    def __init__(self, in_channels, embed_dims, patch_size, patch_norm=True, drop_rate=0.0):
-        super().__init__()
-        self.patch_size = patch_size
-        self.projection = nn.Conv2d(in_channels, embed_dims, patch_size, stride=patch_size)
-        self.norm = nn.LayerNorm(embed_dims) if patch_norm else None
-        self.drop_after_pos = nn.Dropout(drop_rate)
-
-    def forward(self, x):
-        p = self.patch_size
-        h, w = x.shape[-2:]
-        x = F.pad(x, (0, (p - w % p) % p, 0, (p - h % p) % p))
-        x = self.projection(x).permute(0, 2, 3, 1)
-        if self.norm is not None:
-            x = self.norm(x)
-        return self.drop_after_pos(x)
-
-
 class PatchMerging(nn.Module):
     """2x2 neighbourhoods to channels (pad odd sizes), LayerNorm, linear to ``2 * C``; NHWC.
 
@@ -336,9 +317,10 @@ class SwinTransformer(BaseBackbone):
         self.convert_weights = convert_weights
         self.init_cfg = init_cfg
 
-        self.patch_embed = PatchEmbed(in_channels, embed_dims, patch_size, patch_norm, drop_rate)
+        self.patch_embed = PatchEmbed(in_channels, embed_dims, patch_size, norm=patch_norm,
+                                      drop_rate=drop_rate)
         self.patch_embed_unit = CheckpointUnit.from_flag(flags[0], cp_use_reentrant)
-        rates = torch.linspace(0, float(drop_path_rate), sum(depths)).tolist()
+        rates = torch.linspace(0, float(drop_path_rate), sum(depths), device='cpu').tolist()
         self.stages = nn.ModuleList()
         for i, depth in enumerate(depths):
             dims = embed_dims * 2**i

@@ -21,3 +21,4 @@ from .depthwise_separable_conv_module import DepthwiseSeparableConvModule  # noq
 from .se_layer import SELayer  # noqa: F401
 from .inverted_residual import InvertedResidual  # noqa: F401
 from .csp_layer import CSPLayer, DarknetBottleneck  # noqa: F401
+from .transformer import PatchEmbed  # noqa: F401

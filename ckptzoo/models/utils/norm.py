@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ['NORM_LAYERS', 'build_norm_layer', 'FrozenAwareBatchNormMixin', 'BatchNorm1d',
-           'BatchNorm2d', 'BatchNorm3d', 'SyncBatchNorm']
+           'BatchNorm2d', 'BatchNorm3d', 'SyncBatchNorm', 'LayerNorm2d']
 
 
 class _FrozenBatchNorm(torch.autograd.Function):
@@ -70,6 +70,16 @@ class SyncBatchNorm(FrozenAwareBatchNormMixin, nn.SyncBatchNorm):
     pass
 
 
+class LayerNorm2d(nn.LayerNorm):
+    """LayerNorm over the channels of an NCHW tensor (mmcls's ``LN2d``; keys ``weight`` /
+    ``bias`` of shape ``[C]``): normalises channels-last and returns an NCHW view."""
+
+    def forward(self, x):
+        if x.dim() != 4:
+            raise ValueError(f'LayerNorm2d takes an NCHW tensor, got shape {tuple(x.shape)}')
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
 # type -> (layer class, name prefix)
 NORM_LAYERS = {
     'BN': (BatchNorm2d, 'bn'),
@@ -82,6 +92,7 @@ NORM_LAYERS = {
     'MMSyncBN': (SyncBatchNorm, 'bn'),
     'GN': (nn.GroupNorm, 'gn'),
     'LN': (nn.LayerNorm, 'ln'),
+    'LN2d': (LayerNorm2d, 'ln'),
     'IN': (nn.InstanceNorm2d, 'in'),
 }
 
