@@ -97,8 +97,27 @@ def _build(cfg, registry, default_args=None):
     return build_from_cfg(cfg, registry, default_args)
 
 
+#: scopes of OpenMMLab packages whose model names ckptzoo registers itself: a config's
+#: ``type='mmcls.TIMMBackbone'`` or ``'mmdet.ResNet'`` is ckptzoo's ``TIMMBackbone`` /
+#: ``ResNet`` (and ``custom_imports`` of these packages import nothing: see
+#: :func:`ckptzoo.apis.config.loading.load_config`)
+PROVIDED_SCOPES = ('mmcls', 'mmdet')
+
+
+class _Registry(Registry):
+    """mmengine's Registry, reading a provided scope (``mmcls.X``) as ckptzoo's own ``X``
+    (mmengine would look for an ``mmcls`` registry and find none)."""
+
+    def get(self, key):
+        if isinstance(key, str) and '.' in key:
+            scope, _, name = key.partition('.')
+            if scope in PROVIDED_SCOPES and '.' not in name:
+                key = name
+        return super().get(key)
+
+
 def _make(name):
-    return Registry(name, build_func=_build)
+    return _Registry(name, build_func=_build)
 
 
 MODELS = _make('model')

@@ -11,8 +11,9 @@ import difflib
 import os.path as osp
 
 from mmengine.config import Config
+from mmengine.utils import import_modules_from_strings
 
-from ...registry import UnknownKeyError
+from ...registry import PROVIDED_SCOPES, UnknownKeyError
 from .schema import KNOWN_KEYS, ConfigError
 
 __all__ = ['load_config']
@@ -23,20 +24,41 @@ def load_config(filename: str, cfg_options: dict | None = None) -> Config:
 
     A missing file, a missing ``_base_`` file, a syntax error or an exception in any of them
     fails naming that file (and the line, and the file that named a ``_base_``): mmengine
-    says ``SyntaxError: invalid syntax ('<unknown>', line 3)`` or ``NameError`` alone."""
+    says ``SyntaxError: invalid syntax ('<unknown>', line 3)`` or ``NameError`` alone.
+    ``custom_imports`` are imported (:func:`import_custom_modules`)."""
     filename = str(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'config file {filename!r} not found')
     _check_base_cycle(filename)  # mmengine recurses until RecursionError
     try:
-        cfg = Config.fromfile(filename)
+        cfg = Config.fromfile(filename, import_custom_modules=False)
     except Exception as exc:
         _raise_on_imports(exc, filename)
         _raise_naming_file(exc, filename)  # always raises
+    import_custom_modules(cfg)
     if cfg_options:
         _check_cli_keys(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
     return cfg
+
+
+def import_custom_modules(cfg):
+    """Import ``cfg.custom_imports`` (mmengine's ``dict(imports=[...],
+    allow_failed_imports=False)``), except the modules of the OpenMMLab packages whose models
+    ckptzoo registers itself (:data:`~ckptzoo.registry.PROVIDED_SCOPES`): mmdet's configs
+    import ``mmcls.models`` to register ``mmcls.TIMMBackbone``, which is ckptzoo's own."""
+    custom = cfg.get('custom_imports')
+    if not custom:
+        return
+    if not isinstance(custom, dict) or 'imports' not in custom:
+        raise ConfigError(f'custom_imports must be dict(imports=[module, ...], '
+                          f'allow_failed_imports=False), got {custom!r}')
+    imports = custom['imports']
+    imports = [imports] if isinstance(imports, str) else list(imports)
+    rest = [m for m in imports if not (isinstance(m, str)
+                                       and m.split('.')[0] in PROVIDED_SCOPES)]
+    if rest:
+        import_modules_from_strings(rest, custom.get('allow_failed_imports', False))
 
 
 def _base_names(path):

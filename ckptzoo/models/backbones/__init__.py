@@ -5,8 +5,10 @@ from .resnet import BasicBlock, Bottleneck, ResNet, ResNetV1d
 from .resnext import ResNeXt
 from .regnet import RegNet
 from .trident_resnet import TridentResNet
+from .timm_backbone import TIMMBackbone
 
 __all__ = ['DenseNet', 'HRModule', 'HRNet', 'SwinTransformer', 'convert_torchvision_swin',
            'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResNet', 'ResNetV1d',
            'ResNeXt', 'RegNet',
            'TridentResNet']
+__all__ += ['TIMMBackbone']
