@@ -40,3 +40,11 @@ def test_optimizers_from_torch():
 
 def test_hook_registry():
     assert HOOKS.get('Hook') is not None
+
+
+def test_mmcls_and_mmdet_scoped_names_are_ckptzoos():
+    """mmdet configs name mmcls's models ``type='mmcls.TIMMBackbone'``: ckptzoo's own."""
+    assert MODELS.get('mmcls.TIMMBackbone') is MODELS.get('TIMMBackbone') is not None
+    assert MODELS.get('mmdet.ResNet') is MODELS.get('ResNet')
+    with pytest.raises(UnknownTypeError, match="unknown model type 'mmseg.ResNet'"):
+        build_backbone(dict(type='mmseg.ResNet', depth=18))

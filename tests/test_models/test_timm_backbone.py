@@ -87,6 +87,21 @@ def test_units_come_from_the_feature_nets_structure():
     assert convnext.checkpoint_chains() == [list(convnext.checkpoint_units())]
 
 
+def test_a_model_of_another_form_is_one_coarse_unit():
+    """timm's ViT feature net calls ``forward_intermediates`` (no module sequence): the whole
+    model is one unit, exact too."""
+    torch.manual_seed(0)
+    plain = TIMMBackbone('vit_tiny_patch16_224', features_only=True, img_size=32,
+                         out_indices=(1, 2), drop_path_rate=0.2).train()
+    assert list(plain.checkpoint_units()) == ['timm_model']
+    x = torch.rand(2, 3, 32, 32, requires_grad=True)
+    ref = run_once(copy.deepcopy(plain), x, seed=5)
+    assert [tuple(o.shape) for o in ref[0]] == [(2, 192, 2, 2)] * 2
+    model = copy.deepcopy(plain)
+    model.set_checkpoint_plan({'*': 'full'})
+    assert_same_run(ref, run_once(model, x, seed=5), model)
+
+
 def _randomise(model):
     """Random BN statistics, and no zero-initialised gains (NFNet's skipinit, layer scales)
     that would hide a branch's gradients."""
@@ -159,13 +174,20 @@ def test_weights_load_in_init_weights_never_downloaded(tmp_path, monkeypatch):
     assert not torch.equal(model.timm_model.s1.b1.conv1.conv.weight, clf.s1.b1.conv1.conv.weight)
     model.init_weights()
     assert torch.equal(model.timm_model.s1.b1.conv1.conv.weight, clf.s1.b1.conv1.conv.weight)
-    monkeypatch.setenv('HF_HUB_CACHE', str(tmp_path / 'hub'))
-    monkeypatch.setattr(torch.hub, 'get_dir', lambda: str(tmp_path / 'torch_hub'))
     import huggingface_hub.constants as hf
     monkeypatch.setattr(hf, 'HF_HUB_CACHE', str(tmp_path / 'hub'))
+    monkeypatch.setattr(torch.hub, 'get_dir', lambda: str(tmp_path / 'torch_hub'))
     model = TIMMBackbone('regnetx_002', features_only=True, pretrained=True)
     with pytest.raises(FileNotFoundError, match=r'not downloaded at run time.*timm/regnetx_002'):
         model.init_weights()
+    # the Hugging Face cache's layout: refs/main names the snapshot that holds the file
+    repo = tmp_path / 'hub' / 'models--timm--regnetx_002.pycls_in1k'
+    (repo / 'refs').mkdir(parents=True)
+    (repo / 'refs' / 'main').write_text('abc123')
+    (repo / 'snapshots' / 'abc123').mkdir(parents=True)
+    torch.save(clf.state_dict(), repo / 'snapshots' / 'abc123' / 'pytorch_model.bin')
+    model.init_weights()
+    assert torch.equal(model.timm_model.s4.b7.conv3.conv.weight, clf.s4.b7.conv3.conv.weight)
 
 
 def test_mmdet_config_with_mmcls_scope_and_custom_imports_loads(tmp_path):
