@@ -292,5 +292,7 @@ def test_retinanet_trains_exactly_and_is_planned_under_a_budget(kind, coco_root,
         <= 0.05 * result.measured_peak_bytes
     assert measure_step(run, batch)[0] <= budget
     logging.getLogger('test_timm_backbone').info(
-        '%s: budget %d predicted %d measured %d', kind, budget, result.predicted_peak_bytes,
-        result.measured_peak_bytes)
+        '%s: all full %d, plain %d, budget %d: predicted %d measured %d (%d of %d units '
+        'checkpointed, %d segments)', kind, low, high, budget, result.predicted_peak_bytes,
+        result.measured_peak_bytes, sum(m is not None for m in result.plan.values()),
+        len(result.plan), len(result.segments))
