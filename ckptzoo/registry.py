@@ -74,17 +74,19 @@ def accepted_args(obj):
     return None
 
 
-#: scopes that mmdet 2.x configs put before types of other OpenMMLab packages
-#: (``type='mmcls.ConvNeXt'``); ckptzoo registers those types under their plain names
-FOREIGN_SCOPES = ('mmcls', 'mmdet')
+#: scopes of OpenMMLab packages whose model names ckptzoo registers itself: a config's
+#: ``type='mmcls.TIMMBackbone'`` or ``'mmdet.ResNet'`` is ckptzoo's ``TIMMBackbone`` /
+#: ``ResNet`` (and ``custom_imports`` of these packages import nothing: see
+#: :func:`ckptzoo.apis.config.loading.import_custom_modules`)
+PROVIDED_SCOPES = ('mmcls', 'mmdet')
 
 
 def unscoped(obj_type):
-    """``'mmcls.ConvNeXt'`` -> ``'ConvNeXt'`` (a scope of :data:`FOREIGN_SCOPES`); any other
+    """``'mmcls.ConvNeXt'`` -> ``'ConvNeXt'`` (a scope of :data:`PROVIDED_SCOPES`); any other
     type as it is."""
     if isinstance(obj_type, str):
         scope, _, name = obj_type.partition('.')
-        if name and scope in FOREIGN_SCOPES:
+        if name and '.' not in name and scope in PROVIDED_SCOPES:
             return name
     return obj_type
 
@@ -148,8 +150,16 @@ def _build(cfg, registry, default_args=None):
     return _unit_deriver(build_from_cfg(cfg, registry, default_args), with_cp)
 
 
+class _Registry(Registry):
+    """mmengine's Registry, reading a provided scope (``mmcls.X``) as ckptzoo's own ``X``
+    (mmengine would look for an ``mmcls`` registry and find none)."""
+
+    def get(self, key):
+        return super().get(unscoped(key))
+
+
 def _make(name):
-    return Registry(name, build_func=_build)
+    return _Registry(name, build_func=_build)
 
 
 MODELS = _make('model')

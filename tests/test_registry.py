@@ -53,3 +53,11 @@ def test_scoped_types_of_mmdet_configs_resolve_to_ckptzoos():
         build_backbone(dict(type='mmcls.ConvNeXtt'))
     with pytest.raises(UnknownTypeError, match="'mmseg.ResNet'"):  # not a scope ckptzoo reads
         build_backbone(dict(type='mmseg.ResNet', depth=18))
+
+
+def test_mmcls_and_mmdet_scoped_names_are_ckptzoos():
+    """mmdet configs name mmcls's models ``type='mmcls.TIMMBackbone'``: ckptzoo's own."""
+    assert MODELS.get('mmcls.TIMMBackbone') is MODELS.get('TIMMBackbone') is not None
+    assert MODELS.get('mmdet.ResNet') is MODELS.get('ResNet')
+    with pytest.raises(UnknownTypeError, match="unknown model type 'mmseg.ResNet'"):
+        build_backbone(dict(type='mmseg.ResNet', depth=18))

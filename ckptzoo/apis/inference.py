@@ -16,6 +16,7 @@ from ..datasets.pipelines import Compose
 from ..registry import build_model
 from ..runner.checkpoint import load_checkpoint
 from ..runner.utils import get_model_device, move_to_device, unwrap_model
+from .config import load_config
 
 __all__ = ['init_detector', 'inference_detector', 'show_result_pyplot']
 
@@ -33,7 +34,7 @@ def init_detector(config: str | os.PathLike | Config, checkpoint: str | None = N
     randomly initialised head): a missing key or another shape raises ``CheckpointMismatch``.
     """
     if isinstance(config, (str, os.PathLike)):
-        config = Config.fromfile(os.fspath(config))
+        config = load_config(os.fspath(config))
     elif not isinstance(config, Config):
         raise TypeError(f'config must be a filename or a Config, got {type(config).__name__}')
     config = copy.deepcopy(config)

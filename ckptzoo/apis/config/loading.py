@@ -4,7 +4,7 @@
 ``--cfg-options`` key whose top level is not a known key fails (a new one is a typo, given with
 its close matches; one that names a variable of the file changes nothing, and the message says
 so). ``custom_imports`` are imported after the file is read, except the modules ckptzoo
-provides itself (:data:`PROVIDED_IMPORTS`)."""
+provides itself (:data:`~ckptzoo.registry.PROVIDED_SCOPES`)."""
 from __future__ import annotations
 
 import ast
@@ -15,14 +15,10 @@ import sys
 from mmengine.config import Config
 from mmengine.utils import import_modules_from_strings
 
-from ...registry import UnknownKeyError
+from ...registry import PROVIDED_SCOPES, UnknownKeyError
 from .schema import KNOWN_KEYS, ConfigError
 
-__all__ = ['load_config', 'PROVIDED_IMPORTS']
-
-#: modules that configs list in ``custom_imports`` for the types they register, which ckptzoo
-#: registers itself: mmdet's ConvNeXt configs import ``mmcls.models`` for ``mmcls.ConvNeXt``
-PROVIDED_IMPORTS = ('mmcls.models', )
+__all__ = ['load_config', 'import_custom_modules']
 
 
 def load_config(filename: str, cfg_options: dict | None = None) -> Config:
@@ -30,7 +26,8 @@ def load_config(filename: str, cfg_options: dict | None = None) -> Config:
 
     A missing file, a missing ``_base_`` file, a syntax error or an exception in any of them
     fails naming that file (and the line, and the file that named a ``_base_``): mmengine
-    says ``SyntaxError: invalid syntax ('<unknown>', line 3)`` or ``NameError`` alone."""
+    says ``SyntaxError: invalid syntax ('<unknown>', line 3)`` or ``NameError`` alone.
+    ``custom_imports`` are imported (:func:`import_custom_modules`)."""
     filename = str(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'config file {filename!r} not found')
@@ -40,29 +37,38 @@ def load_config(filename: str, cfg_options: dict | None = None) -> Config:
     except Exception as exc:
         _raise_on_imports(exc, filename)
         _raise_naming_file(exc, filename)  # always raises
-    _import_custom_modules(cfg.get('custom_imports'), filename)
+    import_custom_modules(cfg, filename)
     if cfg_options:
         _check_cli_keys(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
     return cfg
 
 
-def _import_custom_modules(custom, filename):
-    """mmengine's import of ``custom_imports = dict(imports=[...], allow_failed_imports=...)``
-    without the modules of :data:`PROVIDED_IMPORTS`."""
+def import_custom_modules(cfg, filename=None):
+    """Import ``cfg.custom_imports`` (mmengine's ``dict(imports=[...],
+    allow_failed_imports=False)``), except the modules of the OpenMMLab packages whose models
+    ckptzoo registers itself (:data:`~ckptzoo.registry.PROVIDED_SCOPES`): mmdet's configs
+    import ``mmcls.models`` to register ``mmcls.ConvNeXt`` / ``mmcls.TIMMBackbone``, which are
+    ckptzoo's own."""
+    custom = cfg.get('custom_imports')
     if not custom:
         return
-    imports = custom.get('imports')
-    if isinstance(imports, str):
-        imports = [imports]
-    if isinstance(imports, list):
-        imports = [m for m in imports if m not in PROVIDED_IMPORTS]
+    if not isinstance(custom, dict) or 'imports' not in custom:
+        raise ConfigError(f'custom_imports must be dict(imports=[module, ...], '
+                          f'allow_failed_imports=False), got {custom!r}')
+    imports = custom['imports']
+    imports = [imports] if isinstance(imports, str) else list(imports)
+    rest = [m for m in imports if not (isinstance(m, str)
+                                       and m.split('.')[0] in PROVIDED_SCOPES)]
+    if not rest:
+        return
     try:
-        import_modules_from_strings(imports, custom.get('allow_failed_imports', False))
+        import_modules_from_strings(rest, custom.get('allow_failed_imports', False))
     except ImportError as exc:
-        raise ImportError(f'config file {filename}: custom_imports {dict(custom)}: {exc} (the '
-                          f'modules are looked for on sys.path: {sys.path}; set PYTHONPATH to '
-                          f'include the folder of the package)') from exc
+        where = f'config file {filename}: ' if filename else ''
+        raise ImportError(f'{where}custom_imports {dict(custom)}: {exc} (the modules are '
+                          f'looked for on sys.path: {sys.path}; set PYTHONPATH to include the '
+                          f'folder of the package)') from exc
 
 
 def _base_names(path):

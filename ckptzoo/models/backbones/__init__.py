@@ -5,6 +5,7 @@ from .resnet import BasicBlock, Bottleneck, ResNet, ResNetV1d
 from .resnext import ResNeXt
 from .regnet import RegNet
 from .trident_resnet import TridentResNet
+from .timm_backbone import TIMMBackbone
 
 __all__ = ['DenseNet', 'HRModule', 'HRNet', 'SwinTransformer', 'convert_torchvision_swin',
            'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResNet', 'ResNetV1d',
@@ -23,3 +24,4 @@ from .pvt import PyramidVisionTransformer, PyramidVisionTransformerV2, pvt_conve
 from .convnext import ConvNeXt  # noqa: E402
 
 __all__ += ['PyramidVisionTransformer', 'PyramidVisionTransformerV2', 'pvt_convert', 'ConvNeXt']
+__all__ += ['TIMMBackbone']
