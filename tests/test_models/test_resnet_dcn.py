@@ -206,3 +206,26 @@ def test_regnet_dcn_is_a_regnet():
 def test_optimizer_sees_the_packs_as_dcn():
     from ckptzoo.runner.optimizer_constructor import _is_dcn
     assert _is_dcn(DeformConv2dPack(4, 4, 3)) and _is_dcn(ModulatedDeformConv2dPack(4, 4, 3))
+
+
+@pytest.mark.parametrize('mode,recomputed', [('full', 13), ('selective', 0)])
+def test_selective_keeps_the_deformable_conv_outputs(mode, recomputed):
+    """``'selective'`` keeps a DCN's output as a convolution's (torchvision's op is the most
+    expensive of the block); ``'full'`` recomputes all 13."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.torchvision.deform_conv2d.default:
+                Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    model = build_backbone(dict(type='ResNet', depth=50, base_channels=4, dcn=DCNV2,
+                                stage_with_dcn=C3_C5, norm_eval=False)).train()
+    model.set_checkpoint_plan({'*': mode})
+    outs = model(torch.randn(2, 3, 64, 64))
+    with Count():
+        sum(o.sum() for o in outs).backward()
+    assert Count.calls == recomputed

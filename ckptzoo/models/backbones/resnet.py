@@ -225,6 +225,9 @@ class ResNet(BaseBackbone):
         frozen_stages (int): stages to freeze (stem and the first ``frozen_stages`` stages);
             -1 freezes nothing, 0 the stem only.
         norm_eval (bool): keep BatchNorm layers in eval mode while training.
+        dcn (dict | None): a conv layer config (``dict(type='DCN' | 'DCNv2', deform_groups=1,
+            fallback_on_stride=False)``) for the Bottleneck conv2s of the stages
+            ``stage_with_dcn`` (one flag per stage) marks; ignored without a marked stage.
         init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH or 'torchvision://NAME')``;
             resolved offline (see :mod:`ckptzoo.runner.checkpoint`).
     """
