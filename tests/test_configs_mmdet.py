@@ -51,8 +51,8 @@ FAMILY_CONFIGS = model_configs(MMDET_CONFIGS, FAMILY_FOLDERS) if MMDET_CONFIGS e
 VARIANT_CONFIGS = (model_configs(MMDET_CONFIGS, ('ms_rcnn', 'fast_rcnn')) + sorted(
     r for r in model_configs(MMDET_CONFIGS, ('faster_rcnn', 'mask_rcnn')) if '_c4_' in r)
 ) if MMDET_CONFIGS else []
-# HTC's folder: its one deformable-conv (DCN) backbone is out of the zoo's ResNet for now
-HTC_LEFT_OUT = {'htc/htc_x101_64x4d_fpn_dconv_c3-c5_mstrain_400_1400_16x1_20e_coco.py'}
+# HTC's folder: every config builds (its DCN one since ResNet's dcn)
+HTC_LEFT_OUT = set()
 HTC_CONFIGS = model_configs(MMDET_CONFIGS, ('htc', )) if MMDET_CONFIGS else []
 COCO_NAMES = ('person', 'bicycle', 'car')
 VOC_NAMES = ('aeroplane', 'bicycle', 'bird')

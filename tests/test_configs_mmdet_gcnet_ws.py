@@ -12,7 +12,7 @@ ROOT = mmdet_configs_root()
 FOLDERS = ('gn+ws', 'gcnet', 'groie', 'strong_baselines', 'simple_copy_paste')
 CONFIGS = model_configs(ROOT, FOLDERS) if ROOT else []
 # what still fails, and why (a substring of the reason)
-NOT_YET = {name: 'DCN' for name in CONFIGS if 'dconv' in name}
+NOT_YET = {}  # the dconv ones build since ResNet's dcn
 
 pytestmark = pytest.mark.skipif(ROOT is None, reason='mmdet 2.28.2 (its configs) not installed')
 

@@ -2,7 +2,8 @@
 mmcv): ``DeformConv2d``, ``nms`` / ``batched_nms``, ``RoIAlign``, PointRend's
 ``point_sample`` and ``SimpleRoIAlign``. The lowest layer of the model code: it imports
 nothing of ckptzoo."""
-from .deform_conv import DeformConv2d
+from .deform_conv import (DeformConv2d, DeformConv2dPack, ModulatedDeformConv2d,
+                          ModulatedDeformConv2dPack, upgrade_offset_keys)
 from .nms import batched_nms, nms, nms_match
 from .point_sample import (SimpleRoIAlign, point_sample, rel_roi_point_to_abs_img_point,
                            rel_roi_point_to_rel_img_point)
@@ -10,3 +11,5 @@ from .roi_align import RoIAlign
 
 __all__ = ['DeformConv2d', 'batched_nms', 'nms', 'nms_match', 'RoIAlign', 'SimpleRoIAlign', 'point_sample',
            'rel_roi_point_to_abs_img_point', 'rel_roi_point_to_rel_img_point']
+__all__ += ['DeformConv2dPack', 'ModulatedDeformConv2d', 'ModulatedDeformConv2dPack',
+            'upgrade_offset_keys']

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..ops.deform_conv import upgrade_offset_keys
+
 __all__ = ['CheckpointMismatch', 'StateMatch', 'match_state_dict', 'load_state_dict',
            'check_resumable',
            'optimizer_hparams', 'optimizer_mismatch', 'hyperparameter_changes',
@@ -99,6 +101,7 @@ def load_state_dict(module, state_dict, filename, strict=False, complete=False, 
     for (see the module docstring), raise :class:`CheckpointMismatch` naming the file and the
     differences before anything is copied, warn about the tolerated ones, then load (tensors of
     another shape keep their values). Returns the :class:`StateMatch`."""
+    state_dict = upgrade_offset_keys(module, state_dict)  # mmcv's old DCN offset keys
     match = match_state_dict(module, state_dict, filename, restored_elsewhere)
     fatal = (('missing', 'unexpected', 'shapes') if strict else
              ('missing', 'shapes') if complete else ())

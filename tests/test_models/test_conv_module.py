@@ -32,6 +32,18 @@ def test_order_norm_first_uses_input_channels():
 
 def test_unsupported():
     with pytest.raises(NotImplementedError, match='conv_cfg'):
-        ConvModule(3, 4, 1, conv_cfg=dict(type='DCN'))
+        ConvModule(3, 4, 1, conv_cfg=dict(type='DCNv3'))
     with pytest.raises(ValueError, match='order'):
         ConvModule(3, 4, 1, order=('conv', 'act'))
+
+
+def test_deformable_conv_cfg_as_mmcv():
+    """mmcv's ``'DCN'`` / ``'DCNv2'`` (bias 'auto': none with a norm); DCNv2 keeps its own
+    initialisation (mmcv's ConvModule leaves a conv with ``init_weights`` to it)."""
+    m = ConvModule(4, 4, 3, padding=1, conv_cfg=dict(type='DCN'), norm_cfg=dict(type='BN'))
+    assert list(m.state_dict())[:3] == ['conv.weight', 'conv.conv_offset.weight',
+                                        'conv.conv_offset.bias']
+    m = ConvModule(4, 4, 3, padding=1, conv_cfg=dict(type='DCNv2'))
+    assert m.conv.bias is not None and not m.conv.bias.any()
+    assert float(m.conv.weight.detach().abs().max()) <= 1 / 6  # mmcv's uniform(+-1/sqrt(4*9))
+    assert m(torch.randn(1, 4, 5, 5)).shape == (1, 4, 5, 5)

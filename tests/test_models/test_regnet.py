@@ -199,7 +199,8 @@ def test_segment_across_stages_equals_plain():
     (dict(arch=TINY, out_indices=(4, )), ValueError, 'out_indices'),
     (dict(arch=TINY, style='tf'), ValueError, 'style'),
     (dict(arch=TINY, frozen_stages=5), ValueError, 'frozen_stages'),
-    (dict(arch=TINY, dcn=dict(type='DCNv2')), NotImplementedError, 'RegNet dcn'),
+    (dict(arch=TINY, dcn=dict(type='DCNv2'), stage_with_dcn=(True, )), ValueError,
+     r'stage_with_dcn needs 4 flags \(num_stages\) with dcn'),
     (dict(arch=TINY, pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b')),
      ValueError, 'give pretrained or init_cfg, not both'),
 ])

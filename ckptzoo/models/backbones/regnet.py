@@ -15,6 +15,9 @@ Checkpoint units, as :class:`ResNet`'s: ``stem`` (conv1 / bn1 / ReLU) and every 
 ``layer{i}.{j}``; ``with_cp`` (a bool or one per stage) sets them to ``'full'``, and
 ``set_checkpoint_plan`` / ``set_checkpoint_segments`` change them later.
 
+``dcn`` / ``stage_with_dcn`` make the grouped 3x3 conv2 of the marked stages deformable, as
+:class:`ResNet` (mmdet's ``mask_rcnn_regnetx-3.2GF_fpn_mdconv_c3-c5``).
+
 As in mmdet, ``deep_stem`` and ``base_channels`` are kept as attributes and change nothing (the
 stem is always the 3x3 conv, ``stem_channels`` wide).
 """
@@ -99,12 +102,12 @@ class RegNet(ResNet):
         if style not in ('pytorch', 'caffe'):
             raise ValueError(f"style must be 'pytorch' or 'caffe', got {style!r}")
         self._check_frozen_stages(frozen_stages, num_stages)
-        for name, value in (('conv_cfg', conv_cfg), ('dcn', dcn), ('plugins', plugins)):
+        for name, value in (('conv_cfg', conv_cfg), ('plugins', plugins)):
             if value is not None:
                 raise NotImplementedError(f'RegNet {name} is not supported, got {value!r}')
-        if any(stage_with_dcn):
-            raise NotImplementedError(f'RegNet dcn is not supported, got stage_with_dcn='
-                                      f'{stage_with_dcn!r}')
+        self._check_dcn(dcn, stage_with_dcn, num_stages, conv_cfg, Bottleneck)
+        self.dcn = dcn
+        self.stage_with_dcn = stage_with_dcn
         flags = self._stage_flags(with_cp, num_stages)
         self.init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         self.stage_widths = stage_widths
@@ -134,7 +137,8 @@ class RegNet(ResNet):
         for i, num_blocks in enumerate(self.stage_blocks):
             group_width = self.group_widths[i]
             width = int(round(self.stage_widths[i] * self.bottleneck_ratio[i]))
-            layer = self.make_res_layer(
+            extra = dict(dcn=dcn) if dcn is not None and stage_with_dcn[i] else {}
+            layer = self.make_res_layer(**extra,
                 block=self.block, inplanes=self.inplanes, planes=self.stage_widths[i],
                 num_blocks=num_blocks, stride=strides[i], dilation=dilations[i],
                 avg_down=avg_down, norm_cfg=norm_cfg, style=style, with_cp=flags[i],

@@ -11,7 +11,11 @@ a segment may span stages, and returns the stage outputs that ``out_indices`` ta
 
 ``conv_cfg`` (e.g. ``dict(type='ConvWS')``) builds every conv, downsample and stem included, as
 mmdet; ``plugins`` (``ContextBlock``, ``GeneralizedAttention``, ``NonLocal2d``) go into the
-Bottlenecks at mmdet's positions and names, inside each block's checkpoint unit.
+Bottlenecks at mmdet's positions and names, inside each block's checkpoint unit. ``dcn``
+(``dict(type='DCN' | 'DCNv2', deform_groups=1, fallback_on_stride=False)``) makes the 3x3 conv2
+of the Bottlenecks of the stages ``stage_with_dcn`` marks a deformable conv (keys
+``layerN.M.conv2.weight``, ``conv2.conv_offset.weight`` / ``.bias``, and ``conv2.bias`` for DCNv2
+when asked), inside the block's checkpoint unit.
 """
 
 import torch.nn as nn
@@ -37,8 +41,11 @@ class BasicBlock(nn.Module):
 
     def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None, style='pytorch',
                  with_cp=False, cp_use_reentrant=False, norm_cfg=dict(type='BN'), conv_cfg=None,
-                 plugins=None):
+                 dcn=None, plugins=None):
         super().__init__()
+        if dcn is not None:
+            raise NotImplementedError(f'BasicBlock takes no dcn (as mmdet: ResNet-18/34 have no '
+                                      f'deformable conv; use depth 50, 101 or 152), got {dcn!r}')
         if plugins is not None:
             raise NotImplementedError('BasicBlock takes no plugins (as mmdet)')
         self.norm1_name, norm1 = build_norm_layer(norm_cfg, planes, postfix=1)
@@ -85,34 +92,48 @@ class Bottleneck(BasicBlock):
     """mmdet's Bottleneck. ``plugins`` (a list of ``dict(cfg=..., position=...)``,
     ``position`` one of :data:`PLUGIN_POSITIONS`) insert plugin layers after a conv, named
     as mmdet (``context_block``, ``gen_attention_block``, ``nonlocal_block``, plus the cfg's
-    ``postfix``); they run inside the block's checkpoint unit."""
+    ``postfix``); they run inside the block's checkpoint unit.
+
+    ``dcn`` (a conv layer config, e.g. ``dict(type='DCN', deform_groups=1)``) builds conv2
+    with it, as mmdet; ``conv_cfg`` must then be None (mmdet's rule). Its
+    ``fallback_on_stride=True`` keeps a plain conv2 where conv2 is strided. mmdet pops that key
+    from the one dict all blocks share, so there only the first block built sees it, and that
+    block falls back whatever its stride: the name's meaning is kept here, and every mmdet
+    config sets it False, where both agree.
+    """
 
     expansion = 4
     PLUGIN_POSITIONS = ('after_conv1', 'after_conv2', 'after_conv3')
 
     def __init__(self, inplanes, planes, stride=1, dilation=1, downsample=None, style='pytorch',
                  with_cp=False, cp_use_reentrant=False, norm_cfg=dict(type='BN'), conv_cfg=None,
-                 plugins=None):
+                 dcn=None, plugins=None):
         nn.Module.__init__(self)
         if style not in ('pytorch', 'caffe'):
             raise ValueError(f"style must be 'pytorch' or 'caffe', got {style!r}")
+        if dcn is not None and not (isinstance(dcn, dict) and 'type' in dcn):
+            raise ValueError(f'dcn must be None or a conv layer config dict with a "type" '
+                             f"(e.g. dict(type='DCN', deform_groups=1)), got {dcn!r}")
         if plugins is not None and not (isinstance(plugins, list) and all(
                 isinstance(p, dict) and p.get('position') in self.PLUGIN_POSITIONS
                 for p in plugins)):
             raise ValueError(f'plugins must be a list of dicts whose position is one of '
                              f'{", ".join(self.PLUGIN_POSITIONS)}, got {plugins!r}')
         self.conv_cfg = conv_cfg
+        self.dcn = dcn
+        self.with_dcn = dcn is not None
         self.plugins = plugins
         self.with_plugins = plugins is not None
         # pytorch style puts the stride on the 3x3 conv, caffe style on the first 1x1 conv
         conv1_stride, conv2_stride = (1, stride) if style == 'pytorch' else (stride, 1)
+        self.conv1_stride, self.conv2_stride = conv1_stride, conv2_stride
         self.norm1_name, norm1 = build_norm_layer(norm_cfg, planes, postfix=1)
         self.norm2_name, norm2 = build_norm_layer(norm_cfg, planes, postfix=2)
         self.norm3_name, norm3 = build_norm_layer(norm_cfg, planes * self.expansion, postfix=3)
         self.conv1 = build_conv_layer(conv_cfg, inplanes, planes, 1, stride=conv1_stride,
                                       bias=False)
         self.add_module(self.norm1_name, norm1)
-        self.conv2 = _conv3x3(planes, planes, conv2_stride, dilation, conv_cfg)
+        self.conv2 = self._make_conv2(planes, conv2_stride, dilation)
         self.add_module(self.norm2_name, norm2)
         self.conv3 = build_conv_layer(conv_cfg, planes, planes * self.expansion, 1, bias=False)
         self.add_module(self.norm3_name, norm3)
@@ -122,6 +143,21 @@ class Bottleneck(BasicBlock):
         self.dilation = dilation
         self.cp_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
         self.make_all_block_plugins(planes, planes)
+
+    def _make_conv2(self, width, stride, dilation, groups=1):
+        """The 3x3 conv2, ``width`` channels in and out: ``dcn``'s layer (see the class
+        docstring) or ``conv_cfg``'s."""
+        cfg = self.conv_cfg
+        if self.dcn is not None:
+            dcn = dict(self.dcn)  # mmdet pops from the shared dict; a copy here
+            fallback = dcn.pop('fallback_on_stride', False)
+            if not (fallback and stride > 1):
+                if cfg is not None:
+                    raise ValueError(f'conv_cfg must be None for DCN (as mmdet), got '
+                                     f'conv_cfg={cfg!r} with dcn={self.dcn!r}')
+                cfg = dcn
+        return build_conv_layer(cfg, width, width, 3, stride=stride, padding=dilation,
+                                dilation=dilation, groups=groups, bias=False)
 
     def make_all_block_plugins(self, conv1_channels, conv2_channels):
         """(Re)build the plugins of the three positions, in mmdet's order."""
@@ -189,6 +225,9 @@ class ResNet(BaseBackbone):
         frozen_stages (int): stages to freeze (stem and the first ``frozen_stages`` stages);
             -1 freezes nothing, 0 the stem only.
         norm_eval (bool): keep BatchNorm layers in eval mode while training.
+        dcn (dict | None): a conv layer config (``dict(type='DCN' | 'DCNv2', deform_groups=1,
+            fallback_on_stride=False)``) for the Bottleneck conv2s of the stages
+            ``stage_with_dcn`` (one flag per stage) marks; ignored without a marked stage.
         init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH or 'torchvision://NAME')``;
             resolved offline (see :mod:`ckptzoo.runner.checkpoint`).
     """
@@ -221,8 +260,8 @@ class ResNet(BaseBackbone):
         if style not in ('pytorch', 'caffe'):
             raise ValueError(f"style must be 'pytorch' or 'caffe', got {style!r}")
         self._check_frozen_stages(frozen_stages, num_stages)
-        if dcn is not None:
-            raise NotImplementedError(f'ResNet dcn is not supported, got {dcn!r}')
+        self._check_dcn(dcn, stage_with_dcn, num_stages, conv_cfg,
+                        self.arch_settings[depth][0])
         if plugins is not None and not isinstance(plugins, list):
             raise ValueError(f'plugins must be a list of dicts, got {plugins!r}')
         for plugin in plugins or ():
@@ -230,9 +269,6 @@ class ResNet(BaseBackbone):
             if stages is not None and len(stages) != num_stages:
                 raise ValueError(f'a plugin\'s stages need {num_stages} entries (num_stages), '
                                  f'got {plugin!r}')
-        if any(stage_with_dcn):
-            raise NotImplementedError(f'ResNet dcn is not supported, got stage_with_dcn='
-                                      f'{stage_with_dcn!r}')
         init_cfg = pretrained_to_init_cfg(pretrained, init_cfg)
         flags = self._stage_flags(with_cp, num_stages)
         self.cp_use_reentrant = cp_use_reentrant
@@ -250,6 +286,8 @@ class ResNet(BaseBackbone):
         self.norm_cfg = norm_cfg
         self.conv_cfg = conv_cfg
         self.plugins = plugins
+        self.dcn = dcn
+        self.stage_with_dcn = stage_with_dcn
         self.norm_eval = norm_eval
         self.zero_init_residual = zero_init_residual
         self.init_cfg = init_cfg
@@ -265,6 +303,8 @@ class ResNet(BaseBackbone):
             extra = {}
             if plugins is not None:
                 extra['plugins'] = self.make_stage_plugins(plugins, i)
+            if dcn is not None and stage_with_dcn[i]:
+                extra['dcn'] = dcn
             layer = self.make_res_layer(**extra,
                 block=self.block, inplanes=self.inplanes, planes=planes, num_blocks=num_blocks,
                 stride=strides[i], dilation=dilations[i], avg_down=avg_down, norm_cfg=norm_cfg,
@@ -277,6 +317,29 @@ class ResNet(BaseBackbone):
         self.feat_dim = self.inplanes
         self._init_default_weights()
         self._freeze_stages()
+
+    @staticmethod
+    def _check_dcn(dcn, stage_with_dcn, num_stages, conv_cfg, block):
+        """mmdet's refusals, named before anything is built: ``dcn`` a conv config dict,
+        one ``stage_with_dcn`` flag per stage, no ``conv_cfg`` with it, no BasicBlock
+        (ResNet-18/34) stage with it. Without ``dcn``, ``stage_with_dcn`` is ignored (mmdet)."""
+        if dcn is None:
+            return
+        if not (isinstance(dcn, dict) and 'type' in dcn):
+            raise ValueError(f'dcn must be None or a conv layer config dict with a "type" '
+                             f"(e.g. dict(type='DCN', deform_groups=1)), got {dcn!r}")
+        if not isinstance(stage_with_dcn, (tuple, list)) or len(stage_with_dcn) != num_stages:
+            raise ValueError(f'stage_with_dcn needs {num_stages} flags (num_stages) with dcn, '
+                             f'got {stage_with_dcn!r}')
+        if not any(stage_with_dcn):
+            return
+        if not issubclass(block, Bottleneck):
+            raise NotImplementedError(
+                f'dcn needs Bottleneck blocks (depth 50, 101, 152): mmdet\'s BasicBlock '
+                f'(ResNet-18/34) refuses it, got dcn={dcn!r}, stage_with_dcn={stage_with_dcn!r}')
+        if conv_cfg is not None:
+            raise ValueError(f'conv_cfg must be None for DCN (as mmdet), got conv_cfg='
+                             f'{conv_cfg!r} with dcn={dcn!r}')
 
     def make_stage_plugins(self, plugins, stage_idx):
         """mmdet's: the plugins (``stages`` dropped) that apply to stage ``stage_idx``."""
@@ -333,10 +396,16 @@ class ResNet(BaseBackbone):
     def _init_default_weights(self):
         """torchvision's initialisation (kaiming fan_out convs, unit norms). Plugin layers
         as mmdet: loaded ``Pretrained``, they keep their own initialisation; otherwise their
-        convs get the kaiming one too (bias 0), then ``init_weights`` where they have it."""
+        convs get the kaiming one too (bias 0), then ``init_weights`` where they have it.
+        A deformable conv2 keeps mmcv's initialisation and its zero ``conv_offset`` (mmdet
+        2.x's Kaiming ``layer='Conv2d'`` rule also draws the offset convs at random when no
+        checkpoint is loaded, so a new DCN starts with random offsets; mmdet 1.x zeroed
+        them, as here)."""
         plugins = self._plugin_layers()
         pretrained = isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained'
         skip = {id(m) for p in plugins for m in p.modules()} if pretrained else set()
+        for dcn in (m for m in self.modules() if hasattr(m, 'conv_offset')):
+            skip |= {id(m) for m in dcn.modules()}
         for m in self.modules():
             if id(m) in skip:
                 continue

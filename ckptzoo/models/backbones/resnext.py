@@ -25,7 +25,8 @@ __all__ = ['ResNeXt', 'Bottleneck']
 
 
 class Bottleneck(_Bottleneck):
-    """ResNet's Bottleneck with ``groups`` x ``base_width`` channels in its 3x3 conv."""
+    """ResNet's Bottleneck with ``groups`` x ``base_width`` channels in its 3x3 conv (a
+    ``groups``-way deformable conv with ``dcn``, as mmdet)."""
 
     def __init__(self, inplanes, planes, *args, groups=1, base_width=4, base_channels=64,
                  **kwargs):
@@ -39,9 +40,7 @@ class Bottleneck(_Bottleneck):
         self.conv1 = build_conv_layer(conv_cfg, inplanes, width, 1, stride=self.conv1.stride,
                                       bias=False)
         self.add_module(self.norm1_name, build_norm_layer(norm_cfg, width, postfix=1)[1])
-        self.conv2 = build_conv_layer(conv_cfg, width, width, 3, stride=self.conv2.stride,
-                                      padding=self.conv2.padding, dilation=self.conv2.dilation,
-                                      groups=groups, bias=False)
+        self.conv2 = self._make_conv2(width, self.conv2_stride, self.dilation, groups)
         self.add_module(self.norm2_name, build_norm_layer(norm_cfg, width, postfix=2)[1])
         self.conv3 = build_conv_layer(conv_cfg, width, planes * self.expansion, 1, bias=False)
         # the plugins after conv1 / conv2 see ``width`` channels: rebuilt (mmdet's order)

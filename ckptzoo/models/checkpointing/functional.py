@@ -3,8 +3,9 @@
 Modes (:data:`MODES`):
 
 * ``'full'``: the region keeps only its inputs; everything is recomputed in backward.
-* ``'selective'``: the outputs of convolutions and matrix products are kept, the cheap ops
-  between them (norms, activations, concatenations, pointwise ops) are recomputed
+* ``'selective'``: the outputs of convolutions (deformable ones too) and matrix products are
+  kept, the cheap ops between them (norms, activations, concatenations, pointwise ops) are
+  recomputed
   (``torch.utils.checkpoint.create_selective_checkpoint_contexts`` with :func:`selective_policy`;
   non-reentrant only). The kept outputs are cached outside saved-tensor hooks: measure this mode
   with live tensor storage (:class:`ckptzoo.memory.measure.trackers.LiveTensorTracker`), not with hooks.
@@ -40,6 +41,7 @@ import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils import checkpoint as torch_cp
 from torch.utils._pytree import tree_flatten, tree_unflatten
+import torchvision  # noqa: F401  (loads torch.ops.torchvision: its deform_conv2d below)
 
 from ...utils.nested import iter_tensors
 from .observers import _observers, observed
@@ -62,6 +64,8 @@ SAVED_OPS = frozenset([
     _aten._scaled_dot_product_efficient_attention.default,
     _aten._scaled_dot_product_flash_attention_for_cpu.default,
 ])
+# deformable convolutions (ckptzoo.ops' DCN / DCNv2 run torchvision's op): kept as convolutions
+SAVED_OPS |= {torch.ops.torchvision.deform_conv2d.default}
 
 
 def check_mode(mode: Optional[str], use_reentrant: bool = False,

@@ -2,14 +2,19 @@
 convolution mmcv's ``build_conv_layer`` makes for the heads: the layer types by name.
 
 ``LINEAR_LAYERS``: ``Linear`` (``nn.Linear``) and ``NormedLinear``; ``CONV_LAYERS``: ``Conv``,
-``Conv2d`` (``nn.Conv2d``) and ``NormedConv2d`` (``normed_predictor.py`` adds the normed ones).
+``Conv2d`` (``nn.Conv2d``) and ``NormedConv2d`` (``normed_predictor.py`` adds the normed ones),
+``DCN`` / ``DCNv2`` (:mod:`ckptzoo.ops.deform_conv`'s packs, registered under mmcv's names).
 """
 import torch.nn as nn
+
+from ...ops.deform_conv import DeformConv2dPack, ModulatedDeformConv2dPack
 
 __all__ = ['LINEAR_LAYERS', 'CONV_LAYERS', 'build_linear_layer', 'build_conv_layer']
 
 LINEAR_LAYERS = {'Linear': nn.Linear}
 CONV_LAYERS = {'Conv': nn.Conv2d, 'Conv2d': nn.Conv2d}
+CONV_LAYERS['DCN'] = DeformConv2dPack  # mmcv registers its packs under these names
+CONV_LAYERS['DCNv2'] = ModulatedDeformConv2dPack
 
 
 def _build(kind, registry, cfg, default, args, kwargs):

@@ -100,12 +100,14 @@ class ConvModule(nn.Module):
         return getattr(self, self.norm_name) if self.norm_name else None
 
     def init_weights(self):
-        """mmcv's default: kaiming (fan_out) conv, unit norm."""
+        """mmcv's default: kaiming (fan_out) conv, unless the conv has its own
+        ``init_weights`` (e.g. ``DCNv2``: mmcv leaves it to it), unit norm."""
         if self.with_activation and self.act_cfg['type'] == 'LeakyReLU':
             nonlinearity, a = 'leaky_relu', self.act_cfg.get('negative_slope', 0.01)
         else:
             nonlinearity, a = 'relu', 0
-        kaiming_init(self.conv, a=a, nonlinearity=nonlinearity)
+        if not hasattr(self.conv, 'init_weights'):
+            kaiming_init(self.conv, a=a, nonlinearity=nonlinearity)
         if self.with_norm:
             constant_init(self.norm, 1, bias=0)
 

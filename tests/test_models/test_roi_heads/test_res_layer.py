@@ -57,8 +57,8 @@ def test_arguments_are_checked():
         ResLayer(42)
     with pytest.raises(ValueError, match='stage'):
         ResLayer(50, stage=0)
-    with pytest.raises(NotImplementedError, match='dcn'):
-        ResLayer(50, dcn=dict(type='DCNv2'))
+    with pytest.raises(ValueError, match='dcn must be None or a conv layer config dict'):
+        ResLayer(50, dcn='DCNv2')
     with pytest.raises(ValueError, match='init_cfg or pretrained'):
         ResLayer(50, pretrained='x.pth', init_cfg=dict(type='Pretrained', checkpoint='y'))
 
@@ -109,3 +109,11 @@ def test_c4_test_masks_go_through_the_shared_head():
         [(bbox_results, segms)] = model.simple_test(torch.randn(1, 3, 64, 64),
                                                     masks_batch()['img_metas'][:1])
     assert len(calls) == 2 and sum(map(len, segms)) == sum(map(len, bbox_results)) > 0
+
+
+def test_dcn_makes_every_conv2_deformable_as_mmdet():
+    from ckptzoo.ops import ModulatedDeformConv2dPack
+    head = ResLayer(50, dcn=dict(type='DCNv2', deform_groups=1, fallback_on_stride=False))
+    assert all(type(b.conv2) is ModulatedDeformConv2dPack for b in head.layer4)
+    assert not head.layer4[0].conv2.conv_offset.weight.any()  # offsets start at zero
+    assert 'layer4.0.conv2.conv_offset.weight' in head.state_dict()

@@ -27,7 +27,7 @@ class ResLayer(nn.Module):
     ``layer4``), ``stride``, ``dilation``, ``style`` ('pytorch' or 'caffe'), ``norm_cfg``,
     ``norm_eval`` (BatchNorms stay in eval mode in training), ``with_cp`` (``'full'``
     checkpointing of every block; ``set_checkpoint_plan`` on the owner changes it), ``dcn``
-    (not supported), ``pretrained`` (deprecated: a checkpoint path), ``init_cfg`` (default:
+    (every block's conv2 a deformable conv, as :class:`ResNet`'s ``dcn``), ``pretrained`` (deprecated: a checkpoint path), ``init_cfg`` (default:
     Kaiming convs, unit norms, as mmdet). ``cp_use_reentrant``: not an mmdet argument."""
 
     def __init__(self, depth, stage=3, stride=2, dilation=1, style='pytorch',
@@ -42,8 +42,9 @@ class ResLayer(nn.Module):
             # stage 0 has no previous stage whose features it could take
             raise ValueError(f'ResLayer stage must be an int in 1..{len(stage_blocks) - 1}, '
                              f'got {stage!r}')
-        if dcn is not None:
-            raise NotImplementedError(f'ResLayer dcn is not supported, got {dcn!r}')
+        if dcn is not None and not (isinstance(dcn, dict) and 'type' in dcn):
+            raise ValueError(f'ResLayer dcn must be None or a conv layer config dict with a '
+                             f"\"type\" (e.g. dict(type='DCN', deform_groups=1)), got {dcn!r}")
         if init_cfg is not None and pretrained is not None:
             raise ValueError('ResLayer: give init_cfg or pretrained, not both')
         if pretrained is not None and not isinstance(pretrained, str):
@@ -57,7 +58,8 @@ class ResLayer(nn.Module):
         self.add_module(f'layer{stage + 1}', _ResLayer(
             block=block, inplanes=inplanes, planes=planes, num_blocks=stage_blocks[stage],
             stride=stride, dilation=dilation, style=style, with_cp=with_cp,
-            cp_use_reentrant=cp_use_reentrant, norm_cfg=norm_cfg))
+            cp_use_reentrant=cp_use_reentrant, norm_cfg=norm_cfg,
+            **(dict(dcn=dcn) if dcn is not None else {})))
         if isinstance(pretrained, str):
             warnings.warn('ResLayer pretrained is deprecated, use init_cfg=dict('
                           "type='Pretrained', checkpoint=...)", DeprecationWarning)
@@ -71,9 +73,11 @@ class ResLayer(nn.Module):
 
     def _init_default_weights(self):
         """mmdet's default: Kaiming (fan_out, normal) convs, BatchNorm / GroupNorm weight 1 and
-        bias 0 (no zero-initialised residual)."""
+        bias 0 (no zero-initialised residual); a deformable conv keeps mmcv's init and its zero
+        offset conv (see :meth:`ResNet._init_default_weights`)."""
+        offsets = {id(m.conv_offset) for m in self.modules() if hasattr(m, 'conv_offset')}
         for m in self.modules():
-            if isinstance(m, nn.Conv2d):
+            if isinstance(m, nn.Conv2d) and id(m) not in offsets:
                 nn.init.kaiming_normal_(m.weight, mode='fan_out', nonlinearity='relu')
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
