@@ -10,3 +10,7 @@ __all__ = ['DenseNet', 'HRModule', 'HRNet', 'SwinTransformer', 'convert_torchvis
            'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResNet', 'ResNetV1d',
            'ResNeXt', 'RegNet',
            'TridentResNet']
+from .resnest import ResNeSt  # noqa: E402
+from .res2net import Res2Net  # noqa: E402
+
+__all__ += ['ResNeSt', 'Res2Net']
