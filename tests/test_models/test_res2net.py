@@ -150,6 +150,10 @@ def test_plugins_see_the_block_width():
     block = model.layer3[0]
     assert block.nonlocal_block.in_channels == block.context_block.in_channels == 64
     assert not hasattr(model.layer2[0], 'nonlocal_block')
+    # mmdet's state-dict order: the plugins come before pool / convs / bns
+    keys = [k for k in block.state_dict() if not k.startswith(('conv1', 'bn1', 'conv3', 'bn3'))]
+    assert keys[0].startswith('downsample.') and keys[-1].startswith('bns.2.')
+    assert keys.index('context_block.conv_mask.weight') < keys.index('convs.0.weight')
     with torch.no_grad():
         assert [o.shape[1] for o in model.eval()(torch.rand(1, 3, 32, 32))] == [32, 64, 128, 256]
 

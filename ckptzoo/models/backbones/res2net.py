@@ -50,6 +50,9 @@ class Bottle2neck(_Bottleneck):
                                       stride=self.conv1.stride, bias=False)
         self.add_module(self.norm1_name,
                         build_norm_layer(norm_cfg, width * scales, postfix=1)[1])
+        # rebuilt before pool / convs / bns come: the plugins' keys stay where mmdet has them
+        self.remove_all_block_plugins()
+        self.make_all_block_plugins(width * scales, width * scales)
         if stage_type == 'stage' and conv2_stride != 1:
             self.pool = nn.AvgPool2d(kernel_size=3, stride=conv2_stride, padding=1)
         self.convs = nn.ModuleList(
@@ -68,8 +71,6 @@ class Bottle2neck(_Bottleneck):
         self.conv2_stride = conv2_stride
         delattr(self, 'conv2')
         delattr(self, self.norm2_name)
-        self.remove_all_block_plugins()
-        self.make_all_block_plugins(width * scales, width * scales)
 
     def _inner_forward(self, x):
         identity = x
