@@ -25,3 +25,7 @@ from .convnext import ConvNeXt  # noqa: E402
 
 __all__ += ['PyramidVisionTransformer', 'PyramidVisionTransformerV2', 'pvt_convert', 'ConvNeXt']
 __all__ += ['TIMMBackbone']
+from .resnest import ResNeSt  # noqa: E402
+from .res2net import Res2Net  # noqa: E402
+
+__all__ += ['ResNeSt', 'Res2Net']
