@@ -3,3 +3,9 @@ from .fpn import FPN
 from .hrfpn import HRFPN
 
 __all__ = ['BFP', 'FPN', 'HRFPN']
+from .channel_mapper import ChannelMapper  # noqa: E402
+from .ct_resnet_neck import CTResNetNeck  # noqa: E402
+from .dilated_encoder import DilatedEncoder  # noqa: E402
+from .pafpn import PAFPN  # noqa: E402
+
+__all__ += ['ChannelMapper', 'CTResNetNeck', 'DilatedEncoder', 'PAFPN']
