@@ -9,3 +9,7 @@ from .dilated_encoder import DilatedEncoder  # noqa: E402
 from .pafpn import PAFPN  # noqa: E402
 
 __all__ += ['ChannelMapper', 'CTResNetNeck', 'DilatedEncoder', 'PAFPN']
+from .nas_fpn import NASFPN  # noqa: E402
+from .nasfcos_fpn import NASFCOS_FPN  # noqa: E402
+
+__all__ += ['NASFPN', 'NASFCOS_FPN']
