@@ -13,3 +13,6 @@ from .nas_fpn import NASFPN  # noqa: E402
 from .nasfcos_fpn import NASFCOS_FPN  # noqa: E402
 
 __all__ += ['NASFPN', 'NASFCOS_FPN']
+from .fpg import FPG  # noqa: E402
+
+__all__ += ['FPG']
