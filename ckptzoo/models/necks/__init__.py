@@ -16,3 +16,6 @@ __all__ += ['NASFPN', 'NASFCOS_FPN']
 from .fpg import FPG  # noqa: E402
 
 __all__ += ['FPG']
+from .fpn_carafe import FPN_CARAFE  # noqa: E402
+
+__all__ += ['FPN_CARAFE']
