@@ -7,7 +7,10 @@ from .nms import batched_nms, nms, nms_match
 from .point_sample import (SimpleRoIAlign, point_sample, rel_roi_point_to_abs_img_point,
                            rel_roi_point_to_rel_img_point)
 from .roi_align import RoIAlign
+
+__all__ = ['DeformConv2d', 'batched_nms', 'nms', 'nms_match', 'RoIAlign', 'SimpleRoIAlign', 'point_sample',
+           'rel_roi_point_to_abs_img_point', 'rel_roi_point_to_rel_img_point']
+
 from .carafe import CARAFEPack, carafe  # noqa: E402
 
-__all__ = ['CARAFEPack', 'carafe', 'DeformConv2d', 'batched_nms', 'nms', 'nms_match', 'RoIAlign', 'SimpleRoIAlign', 'point_sample',
-           'rel_roi_point_to_abs_img_point', 'rel_roi_point_to_rel_img_point']
+__all__ += ['CARAFEPack', 'carafe']

@@ -3,19 +3,15 @@ from .fpn import FPN
 from .hrfpn import HRFPN
 
 __all__ = ['BFP', 'FPN', 'HRFPN']
+
 from .channel_mapper import ChannelMapper  # noqa: E402
 from .ct_resnet_neck import CTResNetNeck  # noqa: E402
 from .dilated_encoder import DilatedEncoder  # noqa: E402
-from .pafpn import PAFPN  # noqa: E402
-
-__all__ += ['ChannelMapper', 'CTResNetNeck', 'DilatedEncoder', 'PAFPN']
+from .fpg import FPG  # noqa: E402
+from .fpn_carafe import FPN_CARAFE  # noqa: E402
 from .nas_fpn import NASFPN  # noqa: E402
 from .nasfcos_fpn import NASFCOS_FPN  # noqa: E402
+from .pafpn import PAFPN  # noqa: E402
 
-__all__ += ['NASFPN', 'NASFCOS_FPN']
-from .fpg import FPG  # noqa: E402
-
-__all__ += ['FPG']
-from .fpn_carafe import FPN_CARAFE  # noqa: E402
-
-__all__ += ['FPN_CARAFE']
+__all__ += ['ChannelMapper', 'CTResNetNeck', 'DilatedEncoder', 'FPG', 'FPN_CARAFE', 'NASFPN',
+            'NASFCOS_FPN', 'PAFPN']

@@ -14,3 +14,4 @@ from .generalized_attention import GeneralizedAttention  # noqa: F401
 from .plugin import PLUGIN_LAYERS, build_plugin_layer  # noqa: F401
 from .sequential import Sequential, build_model_or_sequence  # noqa: F401
 from .res_layer import ResLayer, SimplifiedBasicBlock  # noqa: F401
+from .merge_cells import BaseMergeCell, ConcatCell, GlobalPoolingCell, SumCell  # noqa: F401
