@@ -76,8 +76,8 @@ class FCNMaskHead(nn.Module):
         num_classes (int): one output channel per class (no background channel).
         class_agnostic (bool): one output channel for every class.
         upsample_cfg (dict): ``type`` one of None, 'deconv' (ConvTranspose2d with kernel and
-            stride ``scale_factor``, followed by a ReLU), 'nearest', 'bilinear'; 'carafe' needs
-            mmcv's CUDA op and is refused. Other keys go to the layer.
+            stride ``scale_factor``, followed by a ReLU), 'nearest', 'bilinear' or 'carafe'
+            (``CARAFEPack``, plain PyTorch). Other keys go to the layer.
         predictor_cfg (dict): the ``conv_logits`` layer, ``dict(type='Conv')``.
         loss_mask (dict): default ``CrossEntropyLoss(use_mask=True)``.
         init_cfg: must be None (as mmdet); the deconv and ``conv_logits`` get Kaiming normal
