@@ -13,3 +13,7 @@ __all__ = ['DeformConv2d', 'batched_nms', 'nms', 'nms_match', 'RoIAlign', 'Simpl
            'rel_roi_point_to_abs_img_point', 'rel_roi_point_to_rel_img_point']
 __all__ += ['DeformConv2dPack', 'ModulatedDeformConv2d', 'ModulatedDeformConv2dPack',
             'upgrade_offset_keys']
+
+from .carafe import CARAFEPack, carafe  # noqa: E402
+
+__all__ += ['CARAFEPack', 'carafe']

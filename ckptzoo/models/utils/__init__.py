@@ -22,3 +22,4 @@ from .se_layer import SELayer  # noqa: F401
 from .inverted_residual import InvertedResidual  # noqa: F401
 from .csp_layer import CSPLayer, DarknetBottleneck  # noqa: F401
 from .transformer import PatchEmbed  # noqa: F401
+from .merge_cells import BaseMergeCell, ConcatCell, GlobalPoolingCell, SumCell  # noqa: F401

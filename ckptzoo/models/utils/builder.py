@@ -40,3 +40,6 @@ def build_conv_layer(cfg, *args, **kwargs):
     """mmcv's ``build_conv_layer`` for the 2d convolutions of :data:`CONV_LAYERS` (None:
     ``nn.Conv2d``)."""
     return _build('conv', CONV_LAYERS, cfg, 'Conv2d', args, kwargs)
+
+# mmcv's ConvTranspose2d wrapper is a conv layer too, by both names (CenterNet's neck, FPN_CARAFE)
+CONV_LAYERS.update(deconv=nn.ConvTranspose2d, ConvTranspose2d=nn.ConvTranspose2d)

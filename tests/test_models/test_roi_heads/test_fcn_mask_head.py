@@ -88,7 +88,7 @@ def test_forward_is_convs_deconv_relu_logits():
 
 
 @pytest.mark.parametrize('kw,err,words', [
-    (dict(upsample_cfg=dict(type='carafe', scale_factor=2)), NotImplementedError, 'CARAFE'),
+    (dict(upsample_cfg=dict(type='carafe', scale_factor=2, foo=1)), ValueError, 'foo'),
     (dict(upsample_cfg=dict(type='pixel_shuffle', scale_factor=2)), ValueError,
      'pixel_shuffle'),
     (dict(upsample_cfg=dict(scale_factor=2)), ValueError, "'type'"),
@@ -101,6 +101,19 @@ def test_forward_is_convs_deconv_relu_logits():
 def test_bad_config(kw, err, words):
     with pytest.raises(err, match=words):
         _head(**kw)
+
+
+def test_carafe_upsampling_as_mmdet():
+    # carafe/mask_rcnn_r50_fpn_carafe_1x_coco.py's mask head: CARAFEPack keys, 2x upsampling
+    head = _head(upsample_cfg=dict(type='carafe', scale_factor=2, up_kernel=5, up_group=1,
+                                   encoder_kernel=3, encoder_dilation=1,
+                                   compressed_channels=4))
+    keys = [k for k in head.state_dict() if k.startswith('upsample.')]
+    assert keys == ['upsample.channel_compressor.weight', 'upsample.channel_compressor.bias',
+                    'upsample.content_encoder.weight', 'upsample.content_encoder.bias']
+    assert tuple(head.upsample.content_encoder.weight.shape) == (100, 4, 3, 3)
+    with torch.no_grad():
+        assert head(torch.randn(2, 8, 7, 7)).shape[-2:] == (14, 14)
 
 
 def test_loss_is_bce_on_the_label_channel():

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch.nn.modules.utils import _pair
 
 from ....core.mask import mask_target
+from ....ops import CARAFEPack
 from ....registry import MODELS
 from ....runner.fp16 import auto_fp16, force_fp32
 from ....utils.cfg_get import cfg_get
@@ -33,13 +34,11 @@ def _build_upsample(cfg, method, scale_factor, in_channels, out_channels):
     """mmcv's ``build_upsample_layer`` for the methods the mask head accepts."""
     if method is None:
         return None
-    if method == 'carafe':
-        raise NotImplementedError("FCNMaskHead upsample_cfg type='carafe' needs mmcv's CARAFE "
-                                  "op (CARAFEPack), which is not available; use 'deconv', "
-                                  "'nearest' or 'bilinear'")
     if scale_factor is None:
         raise ValueError(f'FCNMaskHead upsample_cfg {method!r} needs a scale_factor')
     try:
+        if method == 'carafe':  # CARAFE mask head (carafe/ configs): initialised by itself
+            return CARAFEPack(in_channels, scale_factor, **cfg)
         if method == 'deconv':
             return nn.ConvTranspose2d(in_channels, out_channels, kernel_size=scale_factor,
                                       stride=scale_factor, **cfg)
@@ -77,8 +76,8 @@ class FCNMaskHead(nn.Module):
         num_classes (int): one output channel per class (no background channel).
         class_agnostic (bool): one output channel for every class.
         upsample_cfg (dict): ``type`` one of None, 'deconv' (ConvTranspose2d with kernel and
-            stride ``scale_factor``, followed by a ReLU), 'nearest', 'bilinear'; 'carafe' needs
-            mmcv's CUDA op and is refused. Other keys go to the layer.
+            stride ``scale_factor``, followed by a ReLU), 'nearest', 'bilinear' or 'carafe'
+            (``CARAFEPack``, plain PyTorch). Other keys go to the layer.
         predictor_cfg (dict): the ``conv_logits`` layer, ``dict(type='Conv')``.
         loss_mask (dict): default ``CrossEntropyLoss(use_mask=True)``.
         init_cfg: must be None (as mmdet); the deconv and ``conv_logits`` get Kaiming normal
