@@ -73,8 +73,9 @@ def test_dcn_config_builds_on_meta(name):
 
 @pytest.mark.parametrize('name', DCN_CONFIGS)
 def test_the_dcn_backbone_builds_with_mmdets_dcn_layers(name):
-    """Every conv2 of the stages ``stage_with_dcn`` marks is the config's DCN type (mmdet's
-    ``fallback_on_stride=False``), the other stages keep plain convs."""
+    """Every conv2 (Res2Net: every slice conv) of the stages ``stage_with_dcn`` marks is the
+    config's DCN type (mmdet's ``fallback_on_stride=False``), the other stages keep plain
+    convs."""
     from mmengine.config import Config
 
     from ckptzoo.ops import DeformConv2dPack, ModulatedDeformConv2dPack
@@ -88,4 +89,5 @@ def test_the_dcn_backbone_builds_with_mmdets_dcn_layers(name):
     pack = {'DCN': DeformConv2dPack, 'DCNv2': ModulatedDeformConv2dPack}[cfg.dcn.type]
     for i, flag in enumerate(cfg.stage_with_dcn):
         layer = getattr(backbone, f'layer{i + 1}')
-        assert all((type(b.conv2) is pack) == bool(flag) for b in layer), (i, flag)
+        convs = [c for b in layer for c in (b.convs if hasattr(b, 'convs') else [b.conv2])]
+        assert all((type(c) is pack) == bool(flag) for c in convs), (i, flag)

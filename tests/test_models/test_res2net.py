@@ -1,6 +1,6 @@
 """Res2Net: mmdet 2.28.2's keys, shapes and multi-scale blocks ('stage' / 'normal'), Res2Layer's
 downsample, every checkpoint mode exact, freezing, plugins at the block's width, bad arguments
-(DCN refused by name, the stem / style mmdet silently forces refused when set otherwise)."""
+(the stem / style mmdet silently forces refused when set otherwise), DCN in each slice's conv."""
 import copy
 
 import pytest
@@ -166,9 +166,6 @@ def test_plugins_see_the_block_width():
      "Res2Net is built with style='pytorch' only .mmdet ignores other values., got style='caffe'"),
     (dict(depth=50, deep_stem=False), ValueError, 'deep_stem=True only'),
     (dict(depth=50, avg_down=False), ValueError, 'avg_down=True only'),
-    (dict(depth=50, dcn=dict(type='DCN', deform_groups=1, fallback_on_stride=False),
-          stage_with_dcn=(False, True, True, True)), NotImplementedError,
-     'Res2Net dcn .deformable convs. is not supported'),
     (dict(depth=50, out_indices=(5, )), ValueError, 'out_indices'),
 ])
 def test_bad_arguments(kwargs, error, match):
@@ -176,5 +173,29 @@ def test_bad_arguments(kwargs, error, match):
         Res2Net(**kwargs)
     with pytest.raises(ValueError, match="stage_type must be 'normal' or 'stage', got 'x'"):
         Bottle2neck(16, 4, stage_type='x')
-    with pytest.raises(NotImplementedError, match='Res2Net Bottle2neck dcn'):
-        Bottle2neck(16, 4, dcn=dict(type='DCN'))
+
+
+@pytest.mark.parametrize('dcn', ['DCN', 'DCNv2'])
+def test_dcn_in_every_slice_conv_is_exact(dcn):
+    """mmdet's Res2Net builds each slice's 3x3 conv as the stage's DCN (VFNet's r2_101 configs;
+    compared with mmdet 2.28.2 on the same weights: outputs and every gradient equal)."""
+    kw = dict(depth=50, base_channels=8, scales=4, base_width=26, norm_eval=False,
+              zero_init_residual=False,
+              dcn=dict(type=dcn, deform_groups=1, fallback_on_stride=False),
+              stage_with_dcn=(False, True, True, True))
+    torch.manual_seed(0)
+    plain = Res2Net(**kw)
+    kind = 'DeformConv2dPack' if dcn == 'DCN' else 'ModulatedDeformConv2dPack'
+    assert type(plain.layer1[0].convs[0]).__name__ == 'Conv2d'
+    assert all(type(c).__name__ == kind for stage in (plain.layer2, plain.layer4)
+               for block in stage for c in block.convs)
+    keys = plain.state_dict().keys()
+    assert 'layer2.0.convs.2.conv_offset.weight' in keys and 'layer2.0.conv2.weight' not in keys
+    with torch.no_grad():  # offsets that move: a zero offset would hide a wrong sampling
+        for name, p in plain.named_parameters():
+            if 'conv_offset' in name:
+                p.normal_(0, 0.05)
+    model = copy.deepcopy(plain)
+    model.set_checkpoint_plan({'*': 'full'})
+    x = torch.randn(2, 3, 32, 32, requires_grad=True)
+    assert_same_run(run_once(plain, x, seed=5), run_once(model, x, seed=5), model)

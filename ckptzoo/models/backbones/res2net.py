@@ -17,7 +17,7 @@ import torch.nn as nn
 
 from ...registry import MODELS
 from ..utils import build_conv_layer, build_norm_layer
-from .resnest import _check_positive_int, _refuse_dcn
+from .resnest import _check_positive_int
 from .resnet import Bottleneck as _Bottleneck
 from .resnet import ResNet
 
@@ -33,8 +33,7 @@ class Bottle2neck(_Bottleneck):
     STAGE_TYPES = ('normal', 'stage')
 
     def __init__(self, inplanes, planes, scales=4, base_width=26, base_channels=64,
-                 stage_type='normal', dcn=None, **kwargs):
-        _refuse_dcn('Res2Net Bottle2neck', dcn)
+                 stage_type='normal', **kwargs):
         _check_positive_int('Bottle2neck', 'scales', scales, minimum=2)
         _check_positive_int('Bottle2neck', 'base_width', base_width)
         if stage_type not in self.STAGE_TYPES:
@@ -55,10 +54,9 @@ class Bottle2neck(_Bottleneck):
         self.make_all_block_plugins(width * scales, width * scales)
         if stage_type == 'stage' and conv2_stride != 1:
             self.pool = nn.AvgPool2d(kernel_size=3, stride=conv2_stride, padding=1)
-        self.convs = nn.ModuleList(
-            build_conv_layer(conv_cfg, width, width, 3, stride=conv2_stride,
-                             padding=self.dilation, dilation=self.dilation, bias=False)
-            for _ in range(scales - 1))
+        # each slice's 3x3 conv as ResNet's conv2: ``dcn``'s layer where the stage has one
+        self.convs = nn.ModuleList(self._make_conv2(width, conv2_stride, self.dilation)
+                                   for _ in range(scales - 1))
         self.bns = nn.ModuleList(build_norm_layer(norm_cfg, width, postfix=i + 1)[1]
                                  for i in range(scales - 1))
         self.conv3 = build_conv_layer(conv_cfg, width * scales, planes * self.expansion, 1,
@@ -140,7 +138,6 @@ class Res2Net(ResNet):
 
     def __init__(self, scales=4, base_width=26, style='pytorch', deep_stem=True,
                  avg_down=True, pretrained=None, init_cfg=None, **kwargs):
-        _refuse_dcn('Res2Net', kwargs.get('dcn'), kwargs.get('stage_with_dcn', ()))
         _check_positive_int('Res2Net', 'scales', scales, minimum=2)
         _check_positive_int('Res2Net', 'base_width', base_width)
         for name, value, allowed in (('style', style, 'pytorch'), ('deep_stem', deep_stem, True),
