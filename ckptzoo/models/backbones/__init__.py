@@ -10,3 +10,7 @@ __all__ = ['DenseNet', 'HRModule', 'HRNet', 'SwinTransformer', 'convert_torchvis
            'convert_official_swin', 'BasicBlock', 'Bottleneck', 'ResNet', 'ResNetV1d',
            'ResNeXt', 'RegNet',
            'TridentResNet']
+from .detectors_resnet import DetectoRS_ResNet  # noqa: E402
+from .detectors_resnext import DetectoRS_ResNeXt  # noqa: E402
+
+__all__ += ['DetectoRS_ResNet', 'DetectoRS_ResNeXt']

@@ -14,3 +14,5 @@ from .generalized_attention import GeneralizedAttention  # noqa: F401
 from .plugin import PLUGIN_LAYERS, build_plugin_layer  # noqa: F401
 from .sequential import Sequential, build_model_or_sequence  # noqa: F401
 from .res_layer import ResLayer, SimplifiedBasicBlock  # noqa: F401
+from .conv_aws import ConvAWS2d  # noqa: F401
+from .saconv import SAConv2d  # noqa: F401
