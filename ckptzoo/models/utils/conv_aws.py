@@ -32,6 +32,9 @@ def standardise_weight(weight, eps=1e-5):
 class ConvAWS2d(nn.Conv2d):
     """mmcv's ``ConvAWS2d``: ``nn.Conv2d``'s arguments (no ``padding_mode``)."""
 
+    # filled in on load when a checkpoint lacks them (see ckptzoo.runner.checkpoint_match)
+    _derived_state = ('weight_gamma', 'weight_beta')
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True):
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
