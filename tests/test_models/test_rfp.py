@@ -82,6 +82,7 @@ def test_one_step_is_fpn_and_two_steps_fuse():
 
 def test_units_and_initialisation():
     neck = build_neck(dict(NECK, rfp_steps=3))
+    assert isinstance(neck, RFP) and len(neck.rfp_modules) == 2
     units = list(neck.checkpoint_units())
     step = lambda s: ([f'step{s}.aspp{i}' for i in (1, 2, 3)] +
                       [f'step{s}.level{i}' for i in (3, 2, 1, 0)] +
