@@ -29,3 +29,7 @@ from .resnest import ResNeSt  # noqa: E402
 from .res2net import Res2Net  # noqa: E402
 
 __all__ += ['ResNeSt', 'Res2Net']
+from .detectors_resnet import DetectoRS_ResNet  # noqa: E402
+from .detectors_resnext import DetectoRS_ResNeXt  # noqa: E402
+
+__all__ += ['DetectoRS_ResNet', 'DetectoRS_ResNeXt']

@@ -19,3 +19,6 @@ from .pafpn import PAFPN  # noqa: E402
 
 __all__ += ['ChannelMapper', 'CTResNetNeck', 'DilatedEncoder', 'FPG', 'FPN_CARAFE', 'NASFPN',
             'NASFCOS_FPN', 'PAFPN']
+from .rfp import ASPP, RFP  # noqa: E402
+
+__all__ += ['ASPP', 'RFP']

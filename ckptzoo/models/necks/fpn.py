@@ -121,17 +121,22 @@ class FPN(CheckpointOwnerMixin, nn.Module):
                             for _ in range(len(self.fpn_convs))]
         apply_init_cfg(self, init_cfg)
 
-    def _checkpoint_steps(self, inputs=None):
+    def _checkpoint_steps(self, inputs=None, units=None, prefix=''):
         """Two chains: the backbone levels top-down (the state: the merged lateral passed
         down), then the extra levels; every level's output leaves. ``inputs``: the backbone
-        features the former take (None: the description alone)."""
+        features the former take (None: the description alone). ``units`` / ``prefix``: other
+        units for the same levels and a prefix of their names (a neck that runs the pyramid
+        more than once, as RFP; default ``level_units``, no prefix)."""
+        units = self.level_units if units is None else units
         used = len(self.lateral_convs)
-        down = [ChainStep(f'level{i}', self.level_units[i], partial(self._level_step, i),
+        down = [ChainStep(f'{prefix}level{i}', units[i],
+                          partial(self._level_step, i, unit=units[i]),
                           [self.lateral_convs[i], self.fpn_convs[i]], leaves=True,
                           args=() if inputs is None else (inputs[i + self.start_level], ))
                 for i in range(used - 1, -1, -1)]
-        extra = [ChainStep(f'level{i}', self.level_units[i], partial(self._extra_step, i),
-                           self.fpn_convs[i], leaves=True)
+        extra = [ChainStep(f'{prefix}level{i}', units[i],
+                           partial(self._extra_step, i, unit=units[i]), self.fpn_convs[i],
+                           leaves=True)
                  for i in range(used, len(self.fpn_convs))]
         return [down, extra]
 
@@ -141,12 +146,13 @@ class FPN(CheckpointOwnerMixin, nn.Module):
             load_checkpoint(self, self.init_cfg['checkpoint'], map_location='cpu',
                             strict=False, prefix=self.init_cfg.get('prefix'))
 
-    def _level_step(self, i, top, feat):
+    def _level_step(self, i, top, feat, unit=None):
         """Level ``i`` through its unit: (its lateral for the level below, its output); the top
         level also returns its lateral for ``add_extra_convs='on_lateral'``."""
+        unit = self.level_units[i] if unit is None else unit
         args = (feat, ) if top is None else (feat, top)
-        lateral, out = self.level_units[i](partial(self._level, i), *args,
-                                           module=[self.lateral_convs[i], self.fpn_convs[i]])
+        lateral, out = unit(partial(self._level, i), *args,
+                            module=[self.lateral_convs[i], self.fpn_convs[i]])
         return lateral, (out, lateral) if top is None else out
 
     def _level(self, i, feat, top=None):
@@ -160,10 +166,11 @@ class FPN(CheckpointOwnerMixin, nn.Module):
             lateral = lateral + up
         return lateral, self.fpn_convs[i](lateral)
 
-    def _extra_step(self, i, previous, source=None):
+    def _extra_step(self, i, previous, source=None, unit=None):
         """Extra level ``i`` through its unit, on ``source`` (the first) or the level below."""
-        out = self.level_units[i](partial(self._extra, i), previous if source is None else source,
-                                  module=self.fpn_convs[i])
+        unit = self.level_units[i] if unit is None else unit
+        out = unit(partial(self._extra, i), previous if source is None else source,
+                   module=self.fpn_convs[i])
         return out, out
 
     def _extra(self, i, x):
@@ -173,10 +180,14 @@ class FPN(CheckpointOwnerMixin, nn.Module):
 
     @auto_fp16()
     def forward(self, inputs):
+        return self._pyramid(inputs)
+
+    def _pyramid(self, inputs, units=None, prefix=''):
+        """The pyramid of ``inputs`` through ``units`` (see ``_checkpoint_steps``)."""
         if len(inputs) != len(self.in_channels):
-            raise ValueError(f'FPN expects {len(self.in_channels)} inputs (in_channels), '
-                             f'got {len(inputs)}')
-        down, extra = self._checkpoint_steps(inputs)
+            raise ValueError(f'{type(self).__name__} expects {len(self.in_channels)} inputs '
+                             f'(in_channels), got {len(inputs)}')
+        down, extra = self._checkpoint_steps(inputs, units, prefix)
         _, outs = self._run_chain(down, None)
         outs[0], top_lateral = outs[0]
         outs = outs[::-1]  # run top-down, returned bottom-up

@@ -23,3 +23,5 @@ from .inverted_residual import InvertedResidual  # noqa: F401
 from .csp_layer import CSPLayer, DarknetBottleneck  # noqa: F401
 from .transformer import PatchEmbed  # noqa: F401
 from .merge_cells import BaseMergeCell, ConcatCell, GlobalPoolingCell, SumCell  # noqa: F401
+from .conv_aws import ConvAWS2d  # noqa: F401
+from .saconv import SAConv2d  # noqa: F401
