@@ -206,7 +206,6 @@ def test_resnext_blocks():
     (dict(depth=50, init_cfg=dict(type='Kaiming')), ValueError, "init_cfg must be dict"),
     (dict(depth=50, sac=dict(type='Nope'), stage_with_sac=(True, ) * 4),
      NotImplementedError, "conv layer type 'Nope'"),
-    (dict(depth=50, dcn=dict(type='DCN')), NotImplementedError, 'ResNet dcn'),
     (dict(depth=50, groups=0, type='X'), ValueError, 'groups must be a positive int'),
 ])
 def test_bad_arguments(kwargs, error, match):
@@ -214,3 +213,19 @@ def test_bad_arguments(kwargs, error, match):
     cls = DetectoRS_ResNeXt if kwargs.pop('type', None) else DetectoRS_ResNet
     with pytest.raises(error, match=match):
         cls(**kwargs)
+
+
+def test_dcn_stages_and_sac_over_them():
+    """``dcn`` in a stage without SAC gives ResNet's deformable conv2; SAC, where a stage has
+    both, replaces it (as mmdet's Bottleneck builds conv2 again for ``sac``)."""
+    from ckptzoo.ops import DeformConv2dPack
+    kw = dict(type='DetectoRS_ResNet', depth=50, base_channels=8,
+              dcn=dict(type='DCN', deform_groups=1, fallback_on_stride=False),
+              stage_with_dcn=(False, True, True, True))
+    model = build_backbone(kw)
+    assert isinstance(model.layer2[0].conv2, DeformConv2dPack)
+    assert not isinstance(model.layer1[0].conv2, DeformConv2dPack)
+    both = build_backbone(dict(kw, sac=dict(type='SAC', use_deform=True),
+                               stage_with_sac=(False, False, True, True)))
+    assert isinstance(both.layer2[0].conv2, DeformConv2dPack)
+    assert type(both.layer3[0].conv2).__name__ == 'SAConv2d'
