@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -319,9 +320,17 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
             rec = _record_step(run, batch, names, timeline if mode is None else None)
             missing = [n for n in order if ('fstart', n) not in
                        {(k, u) for k, u, *_ in rec.events}]
-            if missing:
-                raise RuntimeError(f'checkpoint units {missing} did not run in the probe step: '
-                                   'the unit list and the forward disagree')
+            if missing and mode is None:
+                # units this configuration never runs (a backbone's layers past the last
+                # output taken): nothing to plan, left plain
+                warnings.warn(f'checkpoint units {", ".join(missing)} do not run in the '
+                              'probe step (e.g. past the last output a backbone returns): '
+                              'they are left plain and out of the plan')
+                order = [n for n in order if n not in missing]
+            elif missing:
+                raise RuntimeError(f'checkpoint units {missing} ran in the plain probe step '
+                                   f'but not under mode {mode!r}: the unit list and the '
+                                   'forward disagree')
             records[mode] = (rec, _analyse(rec, order), accepted)
             steady = records[mode][1]
     finally:

@@ -187,3 +187,19 @@ def test_worst_case_shape(resize, pad, expected):
     cfg = Config(dict(data=dict(train=dict(type='RepeatDataset', times=2,
                                            dataset=dict(pipeline=pipeline)))))
     assert worst_case_shape(cfg) == expected
+
+
+def test_units_a_configuration_never_runs_are_left_out(tmp_path):
+    """A backbone returning an earlier stage than its last (MobileNetV2 with out_indices
+    (2, 4, 6) never runs its ``conv2``) lists the unit; the probe leaves it out of the table,
+    saying so, instead of failing."""
+    cfg = tiny_voc_retinanet(tmp_path)
+    cfg.model.backbone = dict(type='MobileNetV2', widen_factor=0.25, out_indices=(2, 4, 6))
+    cfg.model.neck.update(in_channels=[8, 24, 80], start_level=0, add_extra_convs='on_input')
+    set_random_seed(0)
+    run = build_training(cfg, logger=logging.getLogger('test_probe'))
+    assert 'backbone.conv2' in run.runner.model.checkpoint_units()
+    batch = probe_batch(run, worst_case_shape(cfg))
+    with pytest.warns(UserWarning, match='backbone.conv2 do not run in the probe step'):
+        table = probe(run, batch, modes=(None, 'full'))
+    assert 'backbone.conv2' not in table.names and 'backbone.layer7.0' in table.names
