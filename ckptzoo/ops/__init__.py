@@ -1,6 +1,7 @@
 """The ops mmdet 2.x takes from ``mmcv.ops``, on torchvision and plain PyTorch (no compiled
-mmcv): ``DeformConv2d``, ``nms`` / ``batched_nms``, ``RoIAlign``, PointRend's
-``point_sample`` and ``SimpleRoIAlign``. The lowest layer of the model code: it imports
+mmcv): ``DeformConv2d`` / ``DeformConv2dPack`` (DCN) / ``ModulatedDeformConv2dPack`` (DCNv2),
+``nms`` / ``batched_nms``, ``RoIAlign``, PointRend's ``point_sample`` and ``SimpleRoIAlign``,
+``carafe`` / ``CARAFEPack``. The lowest layer of the model code: it imports
 nothing of ckptzoo."""
 from .deform_conv import (DeformConv2d, DeformConv2dPack, ModulatedDeformConv2d,
                           ModulatedDeformConv2dPack, upgrade_offset_keys)
@@ -8,12 +9,9 @@ from .nms import batched_nms, nms, nms_match
 from .point_sample import (SimpleRoIAlign, point_sample, rel_roi_point_to_abs_img_point,
                            rel_roi_point_to_rel_img_point)
 from .roi_align import RoIAlign
+from .carafe import CARAFEPack, carafe
 
-__all__ = ['DeformConv2d', 'batched_nms', 'nms', 'nms_match', 'RoIAlign', 'SimpleRoIAlign', 'point_sample',
-           'rel_roi_point_to_abs_img_point', 'rel_roi_point_to_rel_img_point']
-__all__ += ['DeformConv2dPack', 'ModulatedDeformConv2d', 'ModulatedDeformConv2dPack',
-            'upgrade_offset_keys']
-
-from .carafe import CARAFEPack, carafe  # noqa: E402
-
-__all__ += ['CARAFEPack', 'carafe']
+__all__ = ['DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
+           'ModulatedDeformConv2dPack', 'upgrade_offset_keys', 'batched_nms', 'nms', 'nms_match',
+           'RoIAlign', 'SimpleRoIAlign', 'point_sample', 'rel_roi_point_to_abs_img_point',
+           'rel_roi_point_to_rel_img_point', 'CARAFEPack', 'carafe']

@@ -1,24 +1,19 @@
 from .bfp import BFP
 from .fpn import FPN
 from .hrfpn import HRFPN
+from .ssd_neck import SSDNeck
+from .yolo_neck import YOLOV3Neck
+from .yolox_pafpn import YOLOXPAFPN
+from .channel_mapper import ChannelMapper
+from .ct_resnet_neck import CTResNetNeck
+from .dilated_encoder import DilatedEncoder
+from .fpg import FPG
+from .fpn_carafe import FPN_CARAFE
+from .nas_fpn import NASFPN
+from .nasfcos_fpn import NASFCOS_FPN
+from .pafpn import PAFPN
+from .rfp import ASPP, RFP
 
-__all__ = ['BFP', 'FPN', 'HRFPN']
-from .ssd_neck import SSDNeck  # noqa: E402
-from .yolo_neck import YOLOV3Neck  # noqa: E402
-from .yolox_pafpn import YOLOXPAFPN  # noqa: E402
-__all__ += ['SSDNeck', 'YOLOV3Neck', 'YOLOXPAFPN']
-
-from .channel_mapper import ChannelMapper  # noqa: E402
-from .ct_resnet_neck import CTResNetNeck  # noqa: E402
-from .dilated_encoder import DilatedEncoder  # noqa: E402
-from .fpg import FPG  # noqa: E402
-from .fpn_carafe import FPN_CARAFE  # noqa: E402
-from .nas_fpn import NASFPN  # noqa: E402
-from .nasfcos_fpn import NASFCOS_FPN  # noqa: E402
-from .pafpn import PAFPN  # noqa: E402
-
-__all__ += ['ChannelMapper', 'CTResNetNeck', 'DilatedEncoder', 'FPG', 'FPN_CARAFE', 'NASFPN',
-            'NASFCOS_FPN', 'PAFPN']
-from .rfp import ASPP, RFP  # noqa: E402
-
-__all__ += ['ASPP', 'RFP']
+__all__ = ['BFP', 'FPN', 'HRFPN', 'SSDNeck', 'YOLOV3Neck', 'YOLOXPAFPN', 'ChannelMapper',
+           'CTResNetNeck', 'DilatedEncoder', 'FPG', 'FPN_CARAFE', 'NASFPN', 'NASFCOS_FPN',
+           'PAFPN', 'ASPP', 'RFP']
