@@ -27,8 +27,9 @@ from ..memory.model.buckets import Bucket, solve_buckets
 from ..memory.plan_file import PLAN_FILE, PlanResult, write_plan_file
 from ..memory.plan_hook import PRIORITY as PLAN_HOOK_PRIORITY, MemoryPlanHook
 from ..memory.model.shape_model import ShapeCostModel
+from ..memory.measure.step import on_cuda
 from ..runner.dist_utils import get_dist_info
-from .config import memory_check_interval
+from .config import DEFAULT_MEMORY_CHECK_INTERVAL, memory_check_interval
 
 if TYPE_CHECKING:
     from .assemble import TrainingRun
@@ -50,11 +51,14 @@ def attach_memory_hook(run: TrainingRun, cfg: Config, result: PlanResult | None 
     cost model, with the error as a margin; the re-planned plan is written to
     ``work_dir/memory_plan.json`` so that a resumed run keeps it. The hook gets copies of the
     buckets: ``result`` is not changed. Without a plan, a hook that only measures every
-    ``memory_check_interval``-th step when that is set, else none (None is returned).
+    ``memory_check_interval``-th step on a CPU (unset: every
+    :data:`~ckptzoo.apis.config.DEFAULT_MEMORY_CHECK_INTERVAL`-th; 0: none, None is returned).
 
     A run has one memory hook: one that ``custom_hooks`` registered gives way to the plan's,
     and without a plan it is the run's (returned; none is added)."""
     interval = memory_check_interval(cfg)
+    if interval is None:  # unset: sparsely on a CPU, so that the log has ``memory`` there too
+        interval = 0 if on_cuda(run) else DEFAULT_MEMORY_CHECK_INTERVAL
     hooks = run.runner.hooks
     given = [h for h in hooks if isinstance(h, MemoryPlanHook)]  # by custom_hooks
     if result is None:

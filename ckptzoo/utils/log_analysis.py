@@ -155,7 +155,9 @@ def plot_curve(log_dicts, keys, legend=None, title=None, out=None, json_logs=Non
         if unknown:
             hint = (' (evaluation metrics need a run with validation, without --no-validate)'
                     if any('AP' in k for k in unknown) and not any('AP' in k for k in present)
-                    else '')
+                    else ' (memory is logged on CUDA, and on a CPU every '
+                    'memory_check_interval-th step: this run set memory_check_interval = 0, '
+                    'or ran fewer steps than the interval)' if 'memory' in unknown else '')
             raise KeyError(f'{name} has no key {", ".join(unknown)}{hint}; the keys present '
                            f'are: {", ".join(present)}')
 

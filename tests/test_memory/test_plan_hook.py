@@ -13,7 +13,7 @@ import torch
 from mmengine.config import Config
 
 from ckptzoo.apis import attach_memory_hook, build_training, set_random_seed
-from ckptzoo.apis.config import ConfigError, check_config
+from ckptzoo.apis.config import DEFAULT_MEMORY_CHECK_INTERVAL, ConfigError, check_config
 from ckptzoo.apis.train import build_train_model
 from ckptzoo.memory.model.budget import format_bytes
 from ckptzoo.memory.model.buckets import Bucket
@@ -219,6 +219,10 @@ def test_hook_order_after_the_optimizer_hook(setup):
     attach_memory_hook(run, cfg)
     runner = run.runner
     assert MemoryPlanHook not in [type(h) for h in runner.hooks]
+    cfg.pop('memory_check_interval')  # unset: sparsely, so that a CPU run logs memory too
+    run = build_training(cfg, model=build_train_model(cfg), datasets=[setup[2]])
+    hook = attach_memory_hook(run, cfg)
+    assert hook.interval == DEFAULT_MEMORY_CHECK_INTERVAL == 50
 
 
 @pytest.mark.parametrize('value', [-1, 1.5, '2', True])

@@ -80,6 +80,9 @@ def test_unknown_key_lists_the_keys_present(two_logs):
     with pytest.raises(KeyError, match='1.log.json has no key bbox_mAP; the keys present '
                                        'are: AP50, data_time, loss, loss_cls, lr, mAP, time'):
         plot_curve(load_json_logs(two_logs), ['loss_cls', 'bbox_mAP'])
+    with pytest.raises(KeyError, match='has no key memory .memory is logged on CUDA, and on a '
+                                       'CPU every memory_check_interval-th step'):
+        plot_curve(load_json_logs(two_logs), ['memory'])
 
 
 def _tool():

@@ -23,10 +23,10 @@ The package, one concept per module: :mod:`.schema` (the keys, :class:`ConfigErr
 :mod:`.loading` (:func:`load_config`), :mod:`.checking` (:func:`check_config`),
 :mod:`.near_miss` (the warning for a misspelt top-level key).
 """
-from .checking import check_config, memory_check_interval
+from .checking import DEFAULT_MEMORY_CHECK_INTERVAL, check_config, memory_check_interval
 from .loading import load_config
 from .near_miss import near_miss
 from .schema import KNOWN_KEYS, ConfigError
 
 __all__ = ['ConfigError', 'KNOWN_KEYS', 'load_config', 'check_config',
-           'memory_check_interval', 'near_miss']
+           'memory_check_interval', 'DEFAULT_MEMORY_CHECK_INTERVAL', 'near_miss']

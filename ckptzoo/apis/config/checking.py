@@ -14,7 +14,7 @@ from ...registry import (DATASETS, HOOKS, MODELS, OPTIMIZERS, RUNNERS, TASK_UTIL
 from .near_miss import warn_near_misses
 from .schema import AUTO_SCALE_LR_KEYS, DATA_KEYS, LOG_CONFIG_KEYS, ConfigError
 
-__all__ = ['check_config', 'memory_check_interval']
+__all__ = ['check_config', 'memory_check_interval', 'DEFAULT_MEMORY_CHECK_INTERVAL']
 
 
 def check_config(cfg: Config, distributed: bool = False, validate: bool = True) -> None:
@@ -66,12 +66,18 @@ def _check_memory_budget(value) -> None:
         raise ConfigError(str(exc)) from None
 
 
-def memory_check_interval(cfg: Config) -> int:
+#: ``memory_check_interval`` where a config gives none: every 50th training step on a CPU
+#: (the live-tensor tracker slows the step it measures; CUDA logs every step's peak anyway)
+DEFAULT_MEMORY_CHECK_INTERVAL = 50
+
+
+def memory_check_interval(cfg: Config) -> int | None:
     """``memory_check_interval``: measure every Nth training step's peak memory on a CPU and
-    log it as ``memory`` (CUDA logs it anyway); 0 (the default) is off."""
-    value = cfg.get('memory_check_interval', 0)
+    log it as ``memory`` (CUDA logs it anyway); 0 is off; None where the config sets none
+    (the run then measures every :data:`DEFAULT_MEMORY_CHECK_INTERVAL`-th step on a CPU)."""
+    value = cfg.get('memory_check_interval')
     if value is None:
-        return 0
+        return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f'memory_check_interval must be a non-negative int (0: off; N: '
                           f'measure the peak memory of every Nth training step on a CPU), got '
