@@ -37,7 +37,7 @@ from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # no
 from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.apis.plan import plan_made_for  # noqa: E402
 from ckptzoo.apis.plan_data import DEFAULT_BOXES, planning_datasets  # noqa: E402
-from ckptzoo.memory import InfeasibleBudget, format_bytes, write_plan_file  # noqa: E402
+from ckptzoo.memory import InfeasibleBudget, format_budget, write_plan_file  # noqa: E402
 from ckptzoo.memory.model.baselines import memory_time_sweep  # noqa: E402
 from ckptzoo.memory.report.charts import save_png, sweep_figure, sweep_points  # noqa: E402
 from ckptzoo.memory.report.html import write_memory_report  # noqa: E402
@@ -142,7 +142,7 @@ def main(argv=None):
     if args.sweep:
         path = _sweep_path(args)
         _sweep(sweep, result, path)
-        print(f'sweep: {path} ({format_bytes(budget)} budget)')
+        print(f'sweep: {path} ({format_budget(budget)} budget)')
     if args.report:
         write_memory_report(result, args.report, timelines, sweep,
                             title=f'Memory plan: {osp.basename(args.config)}')

@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 from mmengine.config import Config
 
-from ..memory import (CostTable, InfeasibleBudget, format_bytes, parse_budget)
+from ..memory import (CostTable, InfeasibleBudget, format_budget, format_bytes, parse_budget)
 from ..datasets.batch_shapes import LoaderShapes, loader_shapes
 from ..memory.model.buckets import choose_buckets, solve_buckets
 from ..memory.model.shape_model import ShapeCostModel
@@ -274,7 +274,7 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
             replans += 1
             if logger is not None:
                 logger.warning(f'memory plan: measured peak {format_bytes(measured)} is over '
-                               f'the budget {format_bytes(budget)} (predicted '
+                               f'the budget {format_budget(budget)} (predicted '
                                f'{format_bytes(largest.predicted_peak_bytes)}); re-planning '
                                f'with a margin of {margin:.1%}')
         largest.measured_peak_bytes = measured
@@ -357,7 +357,7 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
             continue
         result.configured = configured
         if options is not None and logger is not None:
-            logger.warning(f'memory plan: no checkpoint plan fits {format_bytes(budget)} as '
+            logger.warning(f'memory plan: no checkpoint plan fits {format_budget(budget)} as '
                            f'configured; training with {options} (the lr as configured; '
                            'max_iters of an IterBasedRunner counts iterations of the smaller '
                            'batch)')

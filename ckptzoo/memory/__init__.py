@@ -15,7 +15,7 @@ DDP) is :mod:`ckptzoo.apis.plan`'s.
 """
 from ..datasets.batch_shapes import GroupShapes, LoaderShapes, loader_shapes, pipeline_bound
 from .model.buckets import Bucket, bucket_for, choose_buckets, solve_buckets
-from .model.budget import format_bytes, parse_budget
+from .model.budget import format_budget, format_bytes, parse_budget
 from .model.cost_table import MODES, CostTable, UnitCost
 from .measure.meter import StepMeter
 from .measure.peak_meter import PeakMeter
@@ -28,7 +28,7 @@ from .model.solver import (InfeasibleBudget, Solution, chen_sqrt_plan, choose_pl
                      exhaustive_search, minimum_peak, most_frugal, pareto_front, solve)
 from .measure.trackers import LiveTensorTracker, SavedTensorCounter, peak_live_bytes, saved_tensor_bytes
 
-__all__ = ['parse_budget', 'format_bytes', 'MODES', 'CostTable', 'UnitCost', 'Group', 'Plan',
+__all__ = ['parse_budget', 'format_bytes', 'format_budget', 'MODES', 'CostTable', 'UnitCost', 'Group', 'Plan',
            'apply_plan', 'kept_bytes', 'peak_points', 'plan_from_modes', 'plan_modes',
            'plan_segments', 'predict_peak', 'predict_time', 'uniform_plan', 'PLAN_FILE',
            'PlanFileError', 'PlanResult', 'read_plan_file', 'write_plan_file',

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .model.buckets import Bucket
-from .model.budget import format_bytes
+from .model.budget import format_budget
 from .model.cost_table import MODES, CostTable
 from .plan_fit import made_for_problem
 from .model.shape_model import ShapeCostModel
@@ -224,8 +224,8 @@ def plan_changes(saved: dict[str, Any], budget: int,
     recorded) is compared on the batch per optimizer step, which the outer search keeps."""
     changes = []
     if saved['budget_bytes'] != budget:
-        changes.append(('memory_budget', format_bytes(saved['budget_bytes']),
-                        format_bytes(budget)))
+        changes.append(('memory_budget', format_budget(saved['budget_bytes']),
+                        format_budget(budget)))
     before = saved.get('configured')
     if before is not None:
         changes += [(k, before[k], configured[k]) for k in _OPTIONS if before[k] != configured[k]]

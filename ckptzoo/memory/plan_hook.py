@@ -20,7 +20,7 @@ from ..registry import HOOKS
 from ..runner.hooks.hook import Hook
 from ..utils.model_wrapper import unwrap_model
 from .model.buckets import bucket_for
-from .model.budget import format_bytes, parse_budget
+from .model.budget import format_budget, format_bytes, parse_budget
 from ..runner.utils import cuda_device
 from .measure.peak_meter import PeakMeter
 from .measure.step import optimizer_hook
@@ -162,7 +162,7 @@ class MemoryPlanHook(Hook):
                 except (KeyError, ValueError, TypeError) as exc:
                     raise type(exc)(f'the plan of the bucket {_shape_str(b.shape)}: {exc}')
         if self.budget is not None and self._cuda is None and self.interval == 0:
-            runner.logger.info(f'MemoryPlanHook: the budget {format_bytes(self.budget)} is '
+            runner.logger.info(f'MemoryPlanHook: the budget {format_budget(self.budget)} is '
                                'checked on the first step of each batch-shape bucket and '
                                'accumulation-window position (memory_check_interval = N in '
                                'the config also measures every Nth step with the exact '
@@ -246,7 +246,7 @@ class MemoryPlanHook(Hook):
         peak, shape, boxes, bucket = (record['peak_bytes'], record['shape'], record['boxes'],
                                       self.current)
         where = (f'iteration {record["iter"] + 1}: the step took {format_bytes(peak)}, over the '
-                 f'memory budget {format_bytes(self.budget)}; batch {_shape_str(shape)}, '
+                 f'memory budget {format_budget(self.budget)}; batch {_shape_str(shape)}, '
                  f'{_boxes_str(boxes)}')
         event = dict(record, budget=self.budget, action=None)
         self.over_budget.append(event)

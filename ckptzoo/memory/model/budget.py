@@ -5,7 +5,7 @@ import math
 import re
 from fractions import Fraction
 
-__all__ = ['parse_budget', 'format_bytes', 'UNITS']
+__all__ = ['parse_budget', 'format_bytes', 'format_budget', 'UNITS']
 
 #: unit -> bytes; decimal KB / MB / GB as disks and ``nvidia-smi`` count, binary KiB / MiB / GiB
 UNITS = {'B': 1, 'KB': 10 ** 3, 'MB': 10 ** 6, 'GB': 10 ** 9,
@@ -72,3 +72,15 @@ def format_bytes(nbytes: float) -> str:
         if abs(nbytes) >= size:
             return f'{nbytes / size:.1f} {unit}'
     return f'{int(nbytes)} B'
+
+
+def format_budget(nbytes: int) -> str:
+    """A budget as the user gave it: a whole number of decimal MB / GB (``memory_budget='2GB'``,
+    as disks and ``nvidia-smi`` count) reads ``'2 GB (1.9 GiB)'``, anything else as
+    :func:`format_bytes` (``'6.0 GiB'``): ``2GB`` printed as ``1.9 GiB`` alone reads as a
+    mistake."""
+    nbytes = int(nbytes)
+    if nbytes > 0 and nbytes % 10 ** 6 == 0 and nbytes % 2 ** 20:
+        unit, size = ('GB', 10 ** 9) if nbytes >= 10 ** 9 else ('MB', 10 ** 6)
+        return f'{nbytes / size:g} {unit} ({format_bytes(nbytes)})'
+    return format_bytes(nbytes)

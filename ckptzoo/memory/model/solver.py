@@ -49,7 +49,7 @@ class InfeasibleBudget(ValueError):
     def __init__(self, budget: int, minimum: Solution, message: str | None = None,
                  options: Mapping[str, Any] | None = None, notes: Iterable[str] = (),
                  shape: tuple[int, int] | None = None):
-        from .budget import format_bytes
+        from .budget import format_budget, format_bytes
         self.budget = budget
         self.minimum = minimum
         self.options = options
@@ -59,7 +59,7 @@ class InfeasibleBudget(ValueError):
             reached += ' with ' + ', '.join(f'{k}={v}' for k, v in options.items())
         at = '' if shape is None else f' for batches of shape {shape[0]}x{shape[1]}'
         super().__init__(message or (
-            f'no checkpoint plan fits memory_budget={budget} B ({format_bytes(budget)}){at}: the '
+            f'no checkpoint plan fits memory_budget={budget} B ({format_budget(budget)}){at}: the '
             f'smallest predicted peak is {minimum.peak} B ({format_bytes(minimum.peak)}), '
             f'reached by {reached}; set memory_budget to at least that'
             + ''.join(f'; {n}' for n in notes)))

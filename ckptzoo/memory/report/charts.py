@@ -25,7 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import Bbox, blended_transform_factory
 
-from ..model.budget import format_bytes
+from ..model.budget import format_budget, format_bytes
 from ..model.cost_table import MODES, CostTable
 from ..model.peak import plan_from_modes, uniform_plan, unit_kept
 from ..measure.timeline import PHASES, Timeline
@@ -81,7 +81,7 @@ def _figure(width: float, height: float) -> Figure:
 
 def _budget_line(ax, budget: int, vertical: bool = False) -> None:
     value = budget / MiB
-    label = f'budget {format_bytes(budget)}'
+    label = f'budget {format_budget(budget)}'
     if vertical:
         ax.axvline(value, color=BUDGET_COLOR, ls=(0, (6, 3)), lw=1.4, label=label, gid='budget')
         return
@@ -202,7 +202,7 @@ def timeline_figure(data: TimelineData, budget: int, chosen: str = 'plan',
                                     relpos=(1, 0.5) if right else (0, 0.5)))
     handles, labels = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color=BUDGET_COLOR, ls=(0, (6, 3)), lw=1.4))
-    labels.append(f'budget {format_bytes(budget)}')
+    labels.append(f'budget {format_budget(budget)}')
     fig.legend(handles, labels, loc='outside lower left', ncols=2 if len(labels) > 2 else 3)
     return fig
 

@@ -17,7 +17,7 @@ from html import escape
 from typing import Any
 
 from ..model.baselines import Sweep, memory_time_sweep
-from ..model.budget import format_bytes
+from ..model.budget import format_budget, format_bytes
 from .charts import (fixed_bars, fixed_figure, mode_name, svg, sweep_figure, sweep_points,
                      timeline_figure, timeline_series, unit_bars, units_figure)
 from ..model.peak import window_iteration
@@ -93,7 +93,7 @@ def _summary(result: PlanResult) -> str:
     budget, measured, predicted = (result.budget_bytes, result.measured_peak_bytes,
                                    result.predicted_peak_bytes)
     error = (measured - predicted) / predicted if predicted else 0.0
-    cards = [_card(format_bytes(budget), 'budget'),
+    cards = [_card(format_budget(budget), 'budget'),
              _card(f'<span id="measured-peak" data-bytes="{measured}">{format_bytes(measured)}'
                    f'</span>', f'measured peak ({measured / budget:.1%} of the budget)'
                    if budget else 'measured peak'),

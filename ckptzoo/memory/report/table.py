@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model.buckets import Bucket
-from ..model.budget import format_bytes
+from ..model.budget import format_budget, format_bytes
 from ..model.cost_table import MODES, CostTable
 from ..model.peak import peak_point, plan_from_modes, predict_time, unit_kept, window_iteration
 from ..plan_file import PlanResult
@@ -41,7 +41,7 @@ def plan_table(result: PlanResult) -> str:
     width = max([24] + [len(r[0]) for r in rows])
     lines = [f'{"unit":<{width}} {"mode":<10} {"kept MiB":>9} {"recompute ms":>13}']
     lines += [f'{name:<{width}} {mode:<10} {cells}'.rstrip() for name, mode, cells in rows]
-    lines.append(f'budget {format_bytes(result.budget_bytes)}, predicted peak '
+    lines.append(f'budget {format_budget(result.budget_bytes)}, predicted peak '
                  f'{format_bytes(result.predicted_peak_bytes)}, measured peak '
                  f'{format_bytes(result.measured_peak_bytes)}, predicted step {step}; '
                  f'fp16={result.fp16}, cumulative_iters={result.cumulative_iters}, '

@@ -1,6 +1,6 @@
 import pytest
 
-from ckptzoo.memory import format_bytes, parse_budget
+from ckptzoo.memory import format_budget, format_bytes, parse_budget
 
 
 @pytest.mark.parametrize('value,expected', [
@@ -51,6 +51,16 @@ def test_fraction_without_a_gpu(monkeypatch):
 def test_format_bytes():
     assert format_bytes(3 * 2 ** 20) == '3.0 MiB'
     assert format_bytes(512) == '512 B'
+
+
+def test_a_budget_is_echoed_in_the_users_unit():
+    """``--budget 2GB`` printed as ``1.9 GiB`` alone reads as a mistake."""
+    assert format_budget(parse_budget('2GB')) == '2 GB (1.9 GiB)'
+    assert format_budget(parse_budget('8GB')) == '8 GB (7.5 GiB)'
+    assert format_budget(parse_budget('500MB')) == '500 MB (476.8 MiB)'
+    assert format_budget(parse_budget('6GiB')) == '6.0 GiB'
+    assert format_budget(parse_budget('64MiB')) == '64.0 MiB'
+    assert format_budget(612368385) == '584.0 MiB'
 
 
 @pytest.mark.parametrize('value,size', [('2.5', '2.5'), (2.5, '2.5'), ('2.5B', '2.5'),
