@@ -36,7 +36,8 @@ from ckptzoo.apis import (build_training, plan_memory, planning_requested,  # no
                           prepare_synthetic_data, set_random_seed)
 from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.apis.plan import plan_made_for  # noqa: E402
-from ckptzoo.apis.plan_data import DEFAULT_BOXES, planning_datasets  # noqa: E402
+from ckptzoo.apis.plan_data import (DEFAULT_BOXES, planning_datasets,  # noqa: E402
+                                    without_missing_weights)
 from ckptzoo.memory import InfeasibleBudget, format_budget, write_plan_file  # noqa: E402
 from ckptzoo.memory.model.baselines import memory_time_sweep  # noqa: E402
 from ckptzoo.memory.report.charts import save_png, sweep_figure, sweep_points  # noqa: E402
@@ -112,6 +113,9 @@ def main(argv=None):
     if budget is None:
         sys.exit('error: no budget: pass --budget 6GB or set memory_budget in the config'
                  + (' (--report draws a plan for a budget)' if args.report else ''))
+    for line in without_missing_weights(cfg):  # weights do not change memory
+        print(f'plan_memory: planning without pretrained weights that are not here ({line}): '
+              'they do not change the memory a step needs')
     set_random_seed(cfg.get('seed') or 0)
     prepare_synthetic_data(cfg)
     try:

@@ -15,7 +15,7 @@ from ..datasets.train_config import innermost_train, train_pipeline
 from ..memory.measure.step import worst_case_shape
 from .options import samples_per_gpu_of
 
-__all__ = ['planning_datasets', 'stand_in_dataset']
+__all__ = ['planning_datasets', 'stand_in_dataset', 'without_missing_weights']
 
 #: ground-truth boxes per synthetic image when none are asked for (COCO's max_per_img)
 DEFAULT_BOXES = 100
@@ -108,3 +108,42 @@ def stand_in_dataset(cfg: Config, boxes_per_image: int = DEFAULT_BOXES,
                           boxes_per_image=boxes_per_image, keys=keys, img_norm_cfg=norm_cfg,
                           classes=classes if isinstance(classes, (list, tuple)) else None,
                           seed=cfg.get('seed') or 0, **extra)
+
+
+def without_missing_weights(cfg: Config) -> list[str]:
+    """Drop from ``cfg.model`` (in place) the pretrained weights whose file is not here
+    (``init_cfg=dict(type='Pretrained', checkpoint=...)``, ``pretrained=PATH``): weights do not
+    change memory, so a plan needs none of them. Returns one line per weight dropped, naming
+    where it was and the file."""
+    from ..runner.checkpoint import resolve_checkpoint_path
+    dropped = []
+
+    def missing(checkpoint):
+        try:
+            resolve_checkpoint_path(checkpoint)
+        except (FileNotFoundError, TypeError) as exc:
+            return str(exc)
+        return None
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            init = node.get('init_cfg')
+            if isinstance(init, dict) and init.get('type') == 'Pretrained' \
+                    and init.get('checkpoint') is not None:
+                why = missing(init['checkpoint'])
+                if why is not None:
+                    node['init_cfg'] = None
+                    dropped.append(f'{path}.init_cfg: {why}')
+            if isinstance(node.get('pretrained'), str):
+                why = missing(node['pretrained'])
+                if why is not None:
+                    node['pretrained'] = None
+                    dropped.append(f'{path}.pretrained: {why}')
+            for key, value in node.items():
+                walk(value, f'{path}.{key}')
+        elif isinstance(node, (list, tuple)):
+            for i, value in enumerate(node):
+                walk(value, f'{path}[{i}]')
+
+    walk(cfg.model, 'model')
+    return dropped

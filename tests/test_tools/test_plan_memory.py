@@ -168,3 +168,20 @@ def test_the_config_is_loaded_and_checked_as_train_loads_and_checks_it(tmp_path,
         with pytest.raises((Exception, SystemExit), match=message):
             load_tool(tool).main(argv + extra)
     assert not (tmp_path / 'plan').exists()
+
+
+def test_pretrained_weights_that_are_not_here_are_left_out(tmp_path, capsys):
+    """Weights do not change memory: a pretrained file that is missing is named in one line
+    and the plan is made without it (it stopped planning with a traceback)."""
+    _, options = _missing_data(tmp_path)
+    missing = tmp_path / 'nowhere' / 'r18.pth'
+    tiny = [o for o in TINY_COCO if not o.startswith('model.backbone.init_cfg')]
+    out = tmp_path / 'plan.json'
+    assert _tool().main([COCO, '--budget', '1GB', '--out', str(out), '--work-dir',
+                         str(tmp_path), '--cfg-options'] + tiny + options
+                        + [f'model.backbone.init_cfg.checkpoint={missing}']) == 0
+    stdout = capsys.readouterr().out
+    assert (f'plan_memory: planning without pretrained weights that are not here '
+            f'(model.backbone.init_cfg: checkpoint file not found: {missing}): they do not '
+            'change the memory a step needs') in stdout.splitlines()
+    assert 'measured peak' in stdout and out.exists()
