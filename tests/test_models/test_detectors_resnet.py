@@ -229,3 +229,14 @@ def test_dcn_stages_and_sac_over_them():
                                stage_with_sac=(False, False, True, True)))
     assert isinstance(both.layer2[0].conv2, DeformConv2dPack)
     assert type(both.layer3[0].conv2).__name__ == 'SAConv2d'
+
+
+def test_detectors_resnext_takes_dcn_in_grouped_stages():
+    from ckptzoo.ops import DeformConv2dPack
+    model = build_backbone(dict(type='DetectoRS_ResNeXt', depth=50, groups=4, base_width=4,
+                                base_channels=16,
+                                dcn=dict(type='DCN', deform_groups=1, fallback_on_stride=False),
+                                stage_with_dcn=(False, True, True, True)))
+    conv2 = model.layer2[0].conv2
+    assert isinstance(conv2, DeformConv2dPack) and conv2.groups == 4
+    assert not isinstance(model.layer1[0].conv2, DeformConv2dPack)

@@ -8,12 +8,12 @@ mmdet's block rebuilds its convs but not its plugins, so a plugin after conv1 / 
 plugins are rebuilt for ``width``, as ResNeXt's.
 """
 import math
-import numbers
 
 from ...registry import MODELS
 from ..utils import build_conv_layer, build_norm_layer
 from .detectors_resnet import Bottleneck as _Bottleneck
 from .detectors_resnet import DetectoRS_ResNet
+from .resnext import check_groups
 
 __all__ = ['Bottleneck', 'DetectoRS_ResNeXt']
 
@@ -32,9 +32,12 @@ class Bottleneck(_Bottleneck):
         self.conv1 = build_conv_layer(conv_cfg, inplanes, width, 1, stride=self.conv1.stride,
                                       bias=False)
         self.add_module(self.norm1_name, build_norm_layer(norm_cfg, width, postfix=1)[1])
-        self.conv2 = build_conv_layer(self.sac if self.with_sac else conv_cfg, width, width, 3,
-                                      stride=self.conv2.stride, padding=self.dilation,
-                                      dilation=self.dilation, groups=groups, bias=False)
+        if self.with_sac:
+            self.conv2 = build_conv_layer(self.sac, width, width, 3, stride=self.conv2.stride,
+                                          padding=self.dilation, dilation=self.dilation,
+                                          groups=groups, bias=False)
+        else:  # ``conv_cfg``'s or, in a ``stage_with_dcn`` stage, the DCN (as mmdet's)
+            self.conv2 = self._make_conv2(width, self.conv2.stride[0], self.dilation, groups)
         self.add_module(self.norm2_name, build_norm_layer(norm_cfg, width, postfix=2)[1])
         self.conv3 = build_conv_layer(conv_cfg, width, planes * self.expansion, 1, bias=False)
         self.remove_all_block_plugins()
@@ -58,10 +61,7 @@ class DetectoRS_ResNeXt(DetectoRS_ResNet):
     }
 
     def __init__(self, groups=1, base_width=4, **kwargs):
-        for name, value in (('groups', groups), ('base_width', base_width)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f'DetectoRS_ResNeXt {name} must be a positive int, got '
-                                 f'{value!r}')
+        check_groups('DetectoRS_ResNeXt', groups, base_width)
         self.groups = groups
         self.base_width = base_width
         super().__init__(**kwargs)

@@ -13,7 +13,6 @@ layer1.0.downsample.0``, so torchvision's ``resnext50_32x4d`` / ``resnext101_32x
 import math
 import numbers
 
-import torch.nn as nn
 
 from ...registry import MODELS
 from ..utils import build_conv_layer, build_norm_layer
@@ -48,6 +47,13 @@ class Bottleneck(_Bottleneck):
         self.make_all_block_plugins(width, width)
 
 
+def check_groups(owner, groups, base_width):
+    """ResNeXt's ``groups`` and ``base_width``: positive ints, else an error naming them."""
+    for name, value in (('groups', groups), ('base_width', base_width)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f'{owner} {name} must be a positive int, got {value!r}')
+
+
 @MODELS.register_module()
 class ResNeXt(ResNet):
     """ResNeXt backbone, mmdet 2.x arguments.
@@ -65,9 +71,7 @@ class ResNeXt(ResNet):
     }
 
     def __init__(self, groups=1, base_width=4, **kwargs):
-        for name, value in (('groups', groups), ('base_width', base_width)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f'ResNeXt {name} must be a positive int, got {value!r}')
+        check_groups('ResNeXt', groups, base_width)
         self.groups = groups
         self.base_width = base_width
         super().__init__(**kwargs)

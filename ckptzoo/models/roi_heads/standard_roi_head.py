@@ -327,16 +327,17 @@ class StandardRoIHead(CheckpointOwnerMixin, nn.Module):
     def aug_test_bboxes(self, feats, img_metas, proposal_list, rcnn_test_cfg):
         """``(det_bboxes [k, 5], det_labels [k])`` in the original image: the proposals
         mapped into each augmentation, scored and refined there, mapped back, averaged
-        (``merge_aug_bboxes``), then class-wise NMS with ``rcnn_test_cfg``."""
-        proposals = proposal_list[0][:, :4]
-        if proposals.shape[0] == 0:
-            return self._empty_dets(proposals.new_zeros(0, 5), rcnn_test_cfg)
+        (``merge_aug_bboxes``), then class-wise NMS with ``rcnn_test_cfg``. ``proposal_list``:
+        one set per batch entry of the features (one image; TridentNet's branches)."""
+        if sum(p.shape[0] for p in proposal_list) == 0:
+            return self._empty_dets(proposal_list[0].new_zeros(0, 5), rcnn_test_cfg)
         aug_bboxes, aug_scores = [], []
         for x, aug_metas in zip(feats, img_metas):
             flip, direction = aug_flip(aug_metas)
             meta = aug_metas[0]
-            rois = bbox2roi([bbox_mapping(proposals, meta['img_shape'], meta['scale_factor'],
-                                          flip, direction or 'horizontal')])
+            rois = bbox2roi([bbox_mapping(p[:, :4], meta['img_shape'], meta['scale_factor'],
+                                          flip, direction or 'horizontal')
+                             for p in proposal_list])  # RoI batch index: the list's position
             bbox_results = self._bbox_forward(x, rois)
             bboxes, scores = self.bbox_head.get_bboxes(
                 rois, bbox_results['cls_score'], bbox_results['bbox_pred'], meta['img_shape'],

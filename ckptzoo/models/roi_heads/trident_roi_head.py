@@ -11,8 +11,7 @@ Checkpoint units are :class:`StandardRoIHead`'s.
 """
 import torch
 
-from ...core.bbox import bbox2result, bbox2roi, bbox_mapping
-from ...core.post_processing import aug_flip, merge_aug_bboxes, multiclass_nms
+from ...core.bbox import bbox2result
 from ...ops import batched_nms
 from ...registry import MODELS
 from ...utils.cfg_get import cfg_get
@@ -78,32 +77,10 @@ class TridentRoIHead(StandardRoIHead):
                              f'{num_branch} test branches and features per augmentation, got '
                              f'{len(proposal_list)} proposal sets, {len(x)} features and '
                              f'{len(img_metas)} img_metas')
+        # StandardRoIHead's: proposal set ``b`` pooled from batch entry ``b``, its branch
         det_bboxes, det_labels = self.aug_test_bboxes(x, img_metas, proposal_list,
                                                       self.test_cfg)
         if not rescale:
             det_bboxes = det_bboxes.clone()
             det_bboxes[:, :4] *= det_bboxes.new_tensor(img_metas[0][0]['scale_factor'])
         return [bbox2result(det_bboxes, det_labels, self.bbox_head.num_classes)]
-
-    def aug_test_bboxes(self, feats, img_metas, proposal_list, rcnn_test_cfg):
-        """Per augmentation every branch's proposals, mapped in and scored on that branch's
-        features (RoI batch index = branch), then merged over the augmentations and NMSed."""
-        if sum(p.shape[0] for p in proposal_list) == 0:
-            return self._empty_dets(proposal_list[0].new_zeros(0, 5), rcnn_test_cfg)
-        aug_bboxes, aug_scores = [], []
-        for x, aug_metas in zip(feats, img_metas):
-            flip, direction = aug_flip(aug_metas)
-            meta = aug_metas[0]
-            rois = bbox2roi([bbox_mapping(p[:, :4], meta['img_shape'], meta['scale_factor'],
-                                          flip, direction or 'horizontal')
-                             for p in proposal_list])
-            bbox_results = self._bbox_forward(x, rois)
-            bboxes, scores = self.bbox_head.get_bboxes(
-                rois, bbox_results['cls_score'], bbox_results['bbox_pred'], meta['img_shape'],
-                meta['scale_factor'], rescale=False, cfg=None)
-            aug_bboxes.append(bboxes)
-            aug_scores.append(scores)
-        bboxes, scores = merge_aug_bboxes(aug_bboxes, aug_scores, img_metas, rcnn_test_cfg)
-        return multiclass_nms(bboxes, scores, cfg_get(rcnn_test_cfg, 'score_thr'),
-                              cfg_get(rcnn_test_cfg, 'nms'),
-                              cfg_get(rcnn_test_cfg, 'max_per_img', -1))
