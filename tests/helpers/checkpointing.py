@@ -102,8 +102,10 @@ TINY_DENSE = dict(growth_rate=4, depths=(2, 2, 2), init_channels=8)
 TINY_SWIN = dict(embed_dims=8, depths=(2, 2, 2), num_heads=(1, 2, 2))
 
 
-def randomise_bn(model):
-    gen = torch.Generator().manual_seed(3)
+def randomise_bn(model, seed=3):
+    """Random BN statistics and affine parameters (seeded): a plain and a checkpointed run
+    that differ in how BN is applied differ visibly. Returns ``model``."""
+    gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, _BatchNorm):
@@ -111,6 +113,7 @@ def randomise_bn(model):
                 m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen) + 0.5)
                 m.weight.copy_(torch.rand(m.weight.shape, generator=gen) + 0.5)
                 m.bias.copy_(torch.rand(m.bias.shape, generator=gen) - 0.5)
+    return model
 
 
 class Detector(CheckpointOwnerMixin, nn.Module):
