@@ -262,7 +262,11 @@ def plan_checkpoints(run: TrainingRun, cfg: Config, budget: int, max_replans: in
             bounds = [model.largest]
         margin, replans = 0.0, 0
         while True:
-            buckets = solve_buckets(model, bounds, int(budget * (1 - margin)), segments)
+            try:
+                buckets = solve_buckets(model, bounds, int(budget * (1 - margin)), segments)
+            except InfeasibleBudget as exc:  # what the planner says of the options tried
+                exc.fixed = dict(tables[big or tuple(batch['img'].shape[-2:])].fixed)
+                raise
             largest = next((b for b in buckets if b.shape == big), buckets[0])
             session.model.replace_checkpoint_plan(largest.plan, largest.segments)
             measured, seconds = session.measure_step(batch)
@@ -350,7 +354,7 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
                              f'at samples_per_gpu={tried[-1][3]["samples_per_gpu"]}')
                 break
             tried.append((exc.minimum.peak, len(tried), exc.minimum, trial.options.to_dict(),
-                          exc.shape))
+                          exc.shape, getattr(exc, 'fixed', None)))
             if logger is not None:
                 logger.info(f'memory plan: nothing fits with {trial.options.to_dict()} '
                             f'(smallest predicted peak {format_bytes(exc.minimum.peak)})')
@@ -358,14 +362,40 @@ def plan_memory(run: TrainingRun, cfg: Config, budget: int, max_replans: int = 2
         result.configured = configured
         if options is not None and logger is not None:
             logger.warning(f'memory plan: no checkpoint plan fits {format_budget(budget)} as '
-                           f'configured; training with {options} (the lr as configured; '
-                           'max_iters of an IterBasedRunner counts iterations of the smaller '
-                           'batch)')
+                           f'configured ({_why_not(tried[0])}); training with {options} (the '
+                           'lr as configured; max_iters of an IterBasedRunner counts '
+                           'iterations of the smaller batch)')
         return PlannedRun(result, trial)
-    _, _, minimum, options, shape = min(tried, key=lambda t: t[:2])
+    _, _, minimum, options, shape, _ = min(tried, key=lambda t: t[:2])
     raise InfeasibleBudget(budget, minimum, options=options if len(tried) > 1 else None,
                            shape=shape,
                            notes=notes)
+
+
+def _why_not(tried):
+    """Why the options as configured did not fit: their smallest predicted peak, at which
+    batch, and how much of it the plan-independent bytes are."""
+    peak, _, _, options, shape, fixed = tried
+    at = '' if shape is None else f' for batches of {shape[0]}x{shape[1]}'
+    text = (f'with {", ".join(f"{k}={v}" for k, v in options.items())} the smallest '
+            f'predicted peak is {format_bytes(peak)}{at}')
+    weights = {k: v for k, v in (fixed or {}).items()
+               if k in ('parameters', 'gradients', 'optimizer_state')}
+    if weights:
+        text += (f', of which parameters, gradients and optimizer state take '
+                 f'{format_bytes(sum(weights.values()))}')
+    return text
+
+
+def _switched_off(asked, result):
+    """The units the config checkpointed (``with_cp`` / ``checkpoint_plan``) that the plan
+    leaves plain (and in no segment)."""
+    in_segment = set()
+    if result.table is not None:
+        names = result.table.names
+        for first, last in result.segments or []:
+            in_segment.update(names[names.index(first):names.index(last) + 1])
+    return [n for n in asked if result.plan.get(n) is None and n not in in_segment]
 
 
 def plan_made_for(run: TrainingRun, cfg: Config, samples_per_gpu: int) -> dict[str, Any]:
@@ -450,6 +480,8 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
     if resume and osp.exists(path):
         result = _saved_plan(path, budget, TrainingOptions.from_cfg(cfg).to_dict(), logger,
                              run, cfg)
+    asked = [n for n, m in unwrap_model(run.runner.model).checkpoint_plan().items()
+             if m is not None]  # what with_cp / checkpoint_plan set
     if result is None:  # every rank steps in the probe; all solve rank 0's table
         timelines = TimelineSet()  # the report's curves, from steps made anyway
         result, run = plan_memory(run, cfg, budget, logger=logger, timelines=timelines)
@@ -466,6 +498,12 @@ def plan_training(run: TrainingRun, cfg: Config, logger: logging.Logger | None =
         write_plan_file(path, result)
         if logger is not None:
             logger.info('memory plan:\n' + plan_table(result))
+            off = _switched_off(asked, result)
+            if off:
+                logger.info(f'memory plan: the config checkpoints {len(asked)} units '
+                            f'(with_cp / checkpoint_plan); the plan leaves {len(off)} of them '
+                            f'plain ({", ".join(off[:3])}{", ..." if len(off) > 3 else ""}): '
+                            'the budget holds without, and plain steps are faster')
         if result.table is not None:  # planned now, not read from a file
             from ..memory.report.html import write_memory_report  # matplotlib: when drawn
             report = write_memory_report(result, osp.join(cfg.work_dir, REPORT_FILE),

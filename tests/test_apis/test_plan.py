@@ -218,3 +218,30 @@ def test_a_planned_run_holds_its_budget_on_cuda(tmp_path):
     predicted = hook.buckets[0].predicted_peak_bytes
     measured = max(r['peak_bytes'] for r in hook.records)
     assert measured <= predicted <= 1.15 * measured, (predicted, measured)
+
+
+def test_the_planner_says_what_it_switched_off_and_why_the_configuration_did_not_fit(
+        tmp_path, caplog):
+    """with_cp=True in the config and a budget plain steps fit: the plan leaves the units
+    plain and says so; an outer-search message explains the configured options' peak."""
+    from ckptzoo.apis.plan import _why_not
+    cfg = Config(dict(TINY, work_dir=str(tmp_path), memory_budget='1GB'))
+    cfg.model.backbone.with_cp = True
+    set_random_seed(0)
+    run = build_training(cfg, logger=logging.getLogger('test_plan'))
+    asked = [n for n, m in run.runner.model.checkpoint_plan().items() if m is not None]
+    assert len(asked) == 9  # the stem and the 8 blocks
+    with caplog.at_level(logging.INFO, logger='test_plan'):
+        result, _ = plan_training(run, cfg, logger=logging.getLogger('test_plan'))
+    assert all(m is None for m in result.plan.values())
+    assert ('memory plan: the config checkpoints 9 units (with_cp / checkpoint_plan); the plan '
+            'leaves 9 of them plain (backbone.stem, backbone.layer1.0, backbone.layer1.1, ...)'
+            ': the budget holds without, and plain steps are faster') in caplog.text
+    assert 'budget 1 GB (953.7 MiB)' in caplog.text
+    why = _why_not((60 * 2 ** 20, 0, None, dict(fp16=False, cumulative_iters=1,
+                                                 samples_per_gpu=4), (224, 224),
+                    dict(parameters=20 * 2 ** 20, gradients=20 * 2 ** 20,
+                         optimizer_state=10 * 2 ** 20 + 2 ** 19, batch=2 ** 20)))
+    assert why == ('with fp16=False, cumulative_iters=1, samples_per_gpu=4 the smallest '
+                   'predicted peak is 60.0 MiB for batches of 224x224, of which parameters, '
+                   'gradients and optimizer state take 50.5 MiB')

@@ -63,8 +63,8 @@ def test_a_file_that_is_no_plan_is_refused(run, replans, text, problem):
 
 
 @pytest.mark.parametrize('change,said', [
-    (dict(memory_budget='40MB'), 'was made for memory_budget=47.7 MiB; the config now gives '
-                                 'memory_budget=38.1 MiB: planning again'),
+    (dict(memory_budget='40MB'), 'was made for memory_budget=50 MB (47.7 MiB); the config now '
+                                 'gives memory_budget=40 MB (38.1 MiB): planning again'),
     (dict(data=dict(TINY['data'], samples_per_gpu=8)),
      'was made for samples_per_gpu=4; the config now gives samples_per_gpu=8'),
     (dict(optimizer_config=dict(grad_clip=None, cumulative_iters=2)),
