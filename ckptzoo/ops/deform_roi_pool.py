@@ -75,21 +75,22 @@ def deform_roi_pool(input, rois, offset, output_size, spatial_scale=1.0, samplin
     ys0, xs0 = ys0.expand(-1, out_h, out_w), xs0.expand(-1, out_h, out_w)
     ys0, xs0 = ys0.reshape(num_rois, -1), xs0.reshape(num_rois, -1)
     count = (grid_h * grid_w).clamp(min=1).to(input.dtype)
-    max_h, max_w = int(grid_h.max().clamp(min=0)), int(grid_w.max().clamp(min=0))
+    # the kernel's samples of a bin, row by row: sample s is (s // grid_w, s % grid_w); a RoI
+    # with a grid side <= 0 (degenerate box) has none
+    samples = torch.where((grid_h > 0) & (grid_w > 0), grid_h * grid_w, 0)
     batch = rois[:, 0].long()
     pieces = []
     for b in torch.unique(batch).tolist():
         idx = (batch == b).nonzero(as_tuple=False).squeeze(1)
         acc = None
-        gh, gw = grid_h[idx], grid_w[idx]
-        for iy in range(max_h):
-            ys = ys0[idx] + ((iy + 0.5) * bin_h[idx] / gh.clamp(min=1).to(input.dtype))[:, None]
-            for ix in range(max_w):
-                xs = xs0[idx] + ((ix + 0.5) * bin_w[idx]
-                                 / gw.clamp(min=1).to(input.dtype))[:, None]
-                used = ((iy < gh) & (ix < gw)).to(input.dtype)[:, None, None]
-                val = _sample(input[b], ys, xs) * used
-                acc = val if acc is None else acc + val
+        gw, num = grid_w[idx].clamp(min=1), samples[idx]
+        gh_f, gw_f = grid_h[idx].clamp(min=1).to(input.dtype), gw.to(input.dtype)
+        for s in range(int(num.max())):
+            iy, ix = (s // gw).to(input.dtype), (s % gw).to(input.dtype)
+            ys = ys0[idx] + ((iy + 0.5) * bin_h[idx] / gh_f)[:, None]
+            xs = xs0[idx] + ((ix + 0.5) * bin_w[idx] / gw_f)[:, None]
+            val = _sample(input[b], ys, xs) * (s < num).to(input.dtype)[:, None, None]
+            acc = val if acc is None else acc + val
         if acc is None:
             continue
         pieces.append((idx, acc / count[idx, None, None]))

@@ -86,6 +86,18 @@ def test_equals_the_kernel(ratio, with_offset):
     assert ours.abs().sum() > 0
 
 
+def test_wide_and_tall_rois_of_one_image():
+    """Adaptive grids differ per RoI (8 x 1, 1 x 6, 3 x 3 samples): each gets its own."""
+    torch.manual_seed(2)
+    feat = torch.randn(1, 2, 40, 55, dtype=torch.float64)
+    rois = torch.tensor([[0, 3.0, 1.0, 200.0, 12.0], [0, 5.0, 7.0, 17.0, 160.0],
+                         [0, 100.0, 60.0, 170.0, 130.0]], dtype=torch.float64)
+    offset = torch.randn(3, 2, 7, 7, dtype=torch.float64)
+    ours = deform_roi_pool(feat, rois, offset, 7, 0.25, 0, 0.1)
+    ref = _reference(feat, rois, offset, (7, 7), 0.25, 0, 0.1)
+    assert (ours - ref).abs().max() < 1e-12
+
+
 def test_zero_offset_is_roi_align():
     from torchvision.ops import roi_align
     torch.manual_seed(0)
