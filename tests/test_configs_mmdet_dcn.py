@@ -46,8 +46,6 @@ _MISSING = {'fcos': ("'FCOS'", 'the FCOS detector'), 'gfl': ("'GFL'", 'the GFL d
             'solov2': ("'SOLOv2'", 'SOLOv2'), 'tood': ("'TOOD'", 'TOOD'),
             'vfnet': ("'VFNet'", 'VFNet')}
 NOT_YET = {n: _MISSING[n.split('/')[0]] for n in CONFIGS if n.split('/')[0] in _MISSING}
-NOT_YET.update({n: ('DeformRoIPoolPack', 'deformable RoI pooling') for n in CONFIGS
-                if re.search(r'_m?dpool_', n)})
 
 pytestmark = pytest.mark.skipif(ROOT is None, reason='mmdet 2.28.2 (its configs) not installed')
 
@@ -57,7 +55,9 @@ def test_the_dcn_configs_are_found():
     folders = {n.split('/')[0] for n in DCN_CONFIGS}
     assert {'dcn', 'dcnv2', 'htc', 'gcnet', 'regnet', 'empirical_attention'} <= folders
     assert 'htc/htc_x101_64x4d_fpn_dconv_c3-c5_mstrain_400_1400_16x1_20e_coco.py' in CONFIGS
-    assert len(NOT_YET) == 17  # 15 detectors the zoo lacks, 2 deformable RoI pooling
+    assert len(NOT_YET) == 15  # detectors the zoo lacks
+    assert {'dcn/faster_rcnn_r50_fpn_dpool_1x_coco.py',
+            'dcnv2/faster_rcnn_r50_fpn_mdpool_1x_coco.py'} <= set(CONFIGS) - set(NOT_YET)
 
 
 @pytest.mark.parametrize('name', CONFIGS)
@@ -91,3 +91,27 @@ def test_the_dcn_backbone_builds_with_mmdets_dcn_layers(name):
         layer = getattr(backbone, f'layer{i + 1}')
         convs = [c for b in layer for c in (b.convs if hasattr(b, 'convs') else [b.conv2])]
         assert all((type(c) is pack) == bool(flag) for c in convs), (i, flag)
+
+
+@pytest.mark.parametrize('name, pack', [
+    ('dcn/faster_rcnn_r50_fpn_dpool_1x_coco.py', 'DeformRoIPoolPack'),
+    ('dcnv2/faster_rcnn_r50_fpn_mdpool_1x_coco.py', 'ModulatedDeformRoIPoolPack')])
+def test_the_dpool_configs_pool_with_learnt_offsets(name, pack):
+    """Each FPN level's RoI layer is the config's deformable pooling with its own offset (and
+    mask) MLP, under mmdet's keys ``roi_head.bbox_roi_extractor.roi_layers.{i}.offset_fc``."""
+    from mmengine.config import Config
+
+    from ckptzoo.registry import build_detector
+    cfg = Config.fromfile(osp.join(ROOT, name), import_custom_modules=False).model
+    cfg.backbone.init_cfg = None
+    with warnings.catch_warnings(), torch.device('meta'):
+        warnings.simplefilter('ignore')
+        model = build_detector(cfg.to_dict())
+    layers = model.roi_head.bbox_roi_extractor.roi_layers
+    assert [type(m).__name__ for m in layers] == [pack] * 4
+    assert [m.spatial_scale for m in layers] == [1 / 4, 1 / 8, 1 / 16, 1 / 32]
+    keys = [k for k in model.state_dict() if '.roi_layers.' in k]
+    per_level = 10 if pack.startswith('Modulated') else 6
+    assert len(keys) == 4 * per_level
+    assert 'roi_head.bbox_roi_extractor.roi_layers.3.offset_fc.4.weight' in keys
+    assert tuple(layers[0].offset_fc[0].weight.shape) == (1024, 7 * 7 * 256)

@@ -10,8 +10,11 @@ from .point_sample import (SimpleRoIAlign, point_sample, rel_roi_point_to_abs_im
                            rel_roi_point_to_rel_img_point)
 from .roi_align import RoIAlign
 from .carafe import CARAFEPack, carafe
+from .deform_roi_pool import (DeformRoIPool, DeformRoIPoolPack, ModulatedDeformRoIPoolPack,
+                              deform_roi_pool)
 
 __all__ = ['DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
            'ModulatedDeformConv2dPack', 'upgrade_offset_keys', 'batched_nms', 'nms', 'nms_match',
            'RoIAlign', 'SimpleRoIAlign', 'point_sample', 'rel_roi_point_to_abs_img_point',
            'rel_roi_point_to_rel_img_point', 'CARAFEPack', 'carafe']
+__all__ += ['deform_roi_pool', 'DeformRoIPool', 'DeformRoIPoolPack', 'ModulatedDeformRoIPoolPack']

@@ -74,6 +74,31 @@ def test_empty_levels_stay_in_the_graph():
     assert feats[1].grad is not None
 
 
+@pytest.mark.parametrize('pack', ['DeformRoIPoolPack', 'ModulatedDeformRoIPoolPack'])
+def test_deformable_roi_layers_learn_per_level(pack):
+    """dcn's ``dpool`` configs: one pooling with its own offset MLP per level, at
+    ``1 / stride``; levels no RoI maps to give their weights zero gradients (mmdet adds
+    every parameter times 0), so DDP sees them used."""
+    from ckptzoo.ops import deform_roi_pool
+    ext = _extractor(roi_layer=dict(type=pack, output_size=7, output_channels=3,
+                                    deform_fc_channels=8))
+    assert [type(m).__name__ for m in ext.roi_layers] == [pack] * 4
+    assert [m.spatial_scale for m in ext.roi_layers] == [1 / s for s in STRIDES]
+    feats = [torch.randn(1, 3, 64 // s, 64 // s, requires_grad=True) for s in STRIDES]
+    rois = torch.tensor([_square(20), _square(10, x=5.)])
+    out = ext(feats, rois)
+    plain = deform_roi_pool(feats[0], rois, None, 7, 0.25)  # zero-initialised offsets
+    torch.testing.assert_close(out, plain * (0.5 if 'Modulated' in pack else 1.0))
+    out.sum().backward()
+    last = ('offset_fc.4.weight', 'offset_fc.4.bias', 'mask_fc.2.weight', 'mask_fc.2.bias')
+    for name, p in ext.named_parameters():
+        assert p.grad is not None, name
+        if not name.startswith('roi_layers.0.'):
+            assert (p.grad == 0).all(), name
+        elif name.endswith(last):  # the first layers wait for the zero-initialised last one
+            assert p.grad.abs().sum() > 0, name
+
+
 def test_inf_in_an_unused_level_does_not_spread():
     feats = [torch.randn(1, 3, 64 // s, 64 // s) for s in STRIDES]
     feats[3][0, 0, 0, 0] = float('inf')

@@ -411,3 +411,42 @@ def test_images_without_ground_truth():
     losses = head.forward_train(x, [_meta()] * 2, props, *no_gt)
     assert losses['loss_bbox'] == 0 and losses['loss_bbox'].requires_grad
     assert 0 <= losses['acc'].item() <= 100 and losses['loss_cls'] > 0
+
+
+@pytest.mark.parametrize('pack', ['DeformRoIPoolPack', 'ModulatedDeformRoIPoolPack'])
+@pytest.mark.parametrize('mode, reentrant', [('full', False), ('selective', False),
+                                             ('offload', False), ('full', True)])
+def test_checkpoint_units_with_deformable_roi_pooling(pack, mode, reentrant, count_cp):
+    """dcn/dcnv2 dpool configs: the RoI layers learn offsets, inside the ``bbox`` unit; every
+    mode gives the plain run's losses and gradients (the offset MLPs' too)."""
+    extractor = dict(type='SingleRoIExtractor', out_channels=C, featmap_strides=STRIDES,
+                     finest_scale=8, roi_layer=dict(type=pack, output_size=7,
+                                                    output_channels=C, deform_fc_channels=8))
+
+    def build():
+        head = _head(bbox_roi_extractor=extractor, cp_use_reentrant=reentrant)
+        g = torch.Generator().manual_seed(1)
+        for name, p in head.named_parameters():  # non-zero offsets and masks
+            if name.endswith(('offset_fc.4.weight', 'mask_fc.2.weight')):
+                p.data.copy_(torch.randn(p.shape, generator=g) * 0.05)
+        return head
+
+    head = build()
+    assert list(head.checkpoint_units()) == ['bbox']
+    assert any('roi_layers.3.offset_fc' in n for n, _ in head.named_parameters())
+    ref = _train_step(head, seed=3)
+    head.load_state_dict(build().state_dict())
+    head.set_checkpoint_plan({'*': mode})
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message=".*'offload'.*")
+        got = _train_step(head, seed=3)
+    if mode == 'full':
+        assert count_cp['checkpoints'] == 1
+    for key in ref[0]:
+        torch.testing.assert_close(got[0][key], ref[0][key], rtol=0, atol=0)
+    for a, b in zip(ref[1], got[1]):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    assert ref[2]['bbox_roi_extractor.roi_layers.0.offset_fc.0.weight'].abs().sum() > 0
+    for name, grad in ref[2].items():
+        assert grad is not None, name  # levels without RoIs: zero, as mmdet
+        torch.testing.assert_close(got[2][name], grad, rtol=0, atol=0, msg=name)

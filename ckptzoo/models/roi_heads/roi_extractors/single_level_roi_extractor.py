@@ -11,7 +11,8 @@ import difflib
 import torch
 import torch.nn as nn
 
-from ....ops import RoIAlign, SimpleRoIAlign
+from ....ops import (DeformRoIPoolPack, ModulatedDeformRoIPoolPack, RoIAlign,
+                     SimpleRoIAlign)
 from ....registry import MODELS
 from ....runner.fp16 import force_fp32
 from ...utils.pretrained import check_pretrained_cfg, load_pretrained
@@ -19,14 +20,18 @@ from ...utils.pretrained import check_pretrained_cfg, load_pretrained
 __all__ = ['SingleRoIExtractor', 'ROI_LAYERS']
 
 #: the RoI layers ``roi_layer=dict(type=...)`` may name (mmcv's ``mmcv.ops`` names)
-ROI_LAYERS = {'RoIAlign': RoIAlign, 'SimpleRoIAlign': SimpleRoIAlign}
+ROI_LAYERS = {'RoIAlign': RoIAlign, 'SimpleRoIAlign': SimpleRoIAlign,
+              'DeformRoIPoolPack': DeformRoIPoolPack,
+              'ModulatedDeformRoIPoolPack': ModulatedDeformRoIPoolPack}
 
 
 @MODELS.register_module()
 class SingleRoIExtractor(nn.Module):
     """Args as mmdet 2.x:
         roi_layer (dict): ``dict(type='RoIAlign', output_size=7, sampling_ratio=0,
-            aligned=True)``; built once per level with ``spatial_scale=1 / stride``.
+            aligned=True)``; built once per level with ``spatial_scale=1 / stride``. The
+            deformable ``DeformRoIPoolPack`` / ``ModulatedDeformRoIPoolPack`` learn their
+            offsets, so each level has its own weights (``roi_layers.{i}.offset_fc``).
         out_channels (int): channels of the features (and of the output).
         featmap_strides (list[int]): the stride of each input level.
         finest_scale (int): RoIs with ``sqrt(w * h) < 2 * finest_scale`` go to level 0,
@@ -109,6 +114,8 @@ class SingleRoIExtractor(nn.Module):
             inds = (target_lvls == i).nonzero(as_tuple=False).squeeze(1)
             if inds.numel() > 0:
                 roi_feats[inds] = self.roi_layers[i](feats[i], rois[inds])
-            else:  # keep the level in the graph (DDP expects every level to get a gradient)
-                roi_feats = roi_feats + feats[i].reshape(-1)[:0].sum()
+            else:  # keep the level (and learnt RoI layers) in the graph: DDP expects
+                # every level and parameter to get a gradient
+                roi_feats = roi_feats + feats[i].reshape(-1)[:0].sum() + sum(
+                    p.reshape(-1)[:0].sum() for p in self.parameters())
         return roi_feats
