@@ -1,7 +1,8 @@
 """The ops mmdet 2.x takes from ``mmcv.ops``, on torchvision and plain PyTorch (no compiled
 mmcv): ``DeformConv2d`` / ``DeformConv2dPack`` (DCN) / ``ModulatedDeformConv2dPack`` (DCNv2),
 ``nms`` / ``batched_nms``, ``RoIAlign``, PointRend's ``point_sample`` and ``SimpleRoIAlign``,
-``carafe`` / ``CARAFEPack``. The lowest layer of the model code: it imports
+``carafe`` / ``CARAFEPack``, deformable RoI pooling (``DeformRoIPoolPack``,
+``ModulatedDeformRoIPoolPack``). The lowest layer of the model code: it imports
 nothing of ckptzoo."""
 from .deform_conv import (DeformConv2d, DeformConv2dPack, ModulatedDeformConv2d,
                           ModulatedDeformConv2dPack, upgrade_offset_keys)
@@ -16,5 +17,5 @@ from .deform_roi_pool import (DeformRoIPool, DeformRoIPoolPack, ModulatedDeformR
 __all__ = ['DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
            'ModulatedDeformConv2dPack', 'upgrade_offset_keys', 'batched_nms', 'nms', 'nms_match',
            'RoIAlign', 'SimpleRoIAlign', 'point_sample', 'rel_roi_point_to_abs_img_point',
-           'rel_roi_point_to_rel_img_point', 'CARAFEPack', 'carafe']
-__all__ += ['deform_roi_pool', 'DeformRoIPool', 'DeformRoIPoolPack', 'ModulatedDeformRoIPoolPack']
+           'rel_roi_point_to_rel_img_point', 'CARAFEPack', 'carafe', 'deform_roi_pool',
+           'DeformRoIPool', 'DeformRoIPoolPack', 'ModulatedDeformRoIPoolPack']
