@@ -11,6 +11,7 @@ from mmengine.config import Config
 from torch.utils.data import Dataset
 
 from ..datasets import StandInDataset, build_dataset
+from ..datasets.batch_shapes import pipeline_bound
 from ..datasets.train_config import innermost_train, train_pipeline
 from ..memory.measure.step import worst_case_shape
 from .options import samples_per_gpu_of
@@ -32,11 +33,13 @@ def planning_datasets(cfg: Config, boxes_per_image: int = DEFAULT_BOXES
     except FileNotFoundError as exc:
         missing = f'{exc.filename} not found' if exc.filename else str(exc)
         stand_in = stand_in_dataset(cfg, boxes_per_image, missing)
-    h, w = stand_in.shape
+    shapes = ' and '.join(f'{h}x{w}' for h, w in stand_in.shapes)
+    if len(stand_in.shapes) > 1:
+        shapes += ' (one orientation per batch, as GroupSampler batches them)'
     boxes = '' if stand_in.boxes_per_image is None else \
         f' with {stand_in.boxes_per_image} boxes per image'
     return [stand_in], (f'the training data is not on disk ({missing}): planning '
-                        f'on synthetic batches of {h}x{w}{boxes} at samples_per_gpu='
+                        f'on synthetic batches of {shapes}{boxes} at samples_per_gpu='
                         f'{samples_per_gpu_of(cfg)}')
 
 
@@ -88,6 +91,10 @@ def stand_in_dataset(cfg: Config, boxes_per_image: int = DEFAULT_BOXES,
                          'pipeline gives no bound on the image size to plan synthetic batches '
                          'at: give it a Resize with an img_scale (or a crop with a size)'
                          + _resize_hint(cfg))
+    if task == 'detection':  # GroupSampler batches each orientation apart (never long x long)
+        oriented = [pipeline_bound(cfg, o) for o in ('landscape', 'portrait')]
+        if None not in oriented and len(set(oriented)) == 2:
+            shape = oriented
     num_classes = _num_classes(cfg, train)
     if num_classes is None:
         raise ValueError(f'the training data is not on disk ({missing}), and neither the '
@@ -104,7 +111,8 @@ def stand_in_dataset(cfg: Config, boxes_per_image: int = DEFAULT_BOXES,
     load = next((t for t in pipeline if t.get('type') == 'LoadAnnotations'), None)
     if load is not None and load.get('with_mask', False):  # the masks' kind, as loaded
         extra['poly2mask'] = load.get('poly2mask', True)
-    return StandInDataset(shape, num_classes, num_samples=samples_per_gpu_of(cfg), task=task,
+    num_samples = samples_per_gpu_of(cfg) * (len(shape) if isinstance(shape, list) else 1)
+    return StandInDataset(shape, num_classes, num_samples=num_samples, task=task,
                           boxes_per_image=boxes_per_image, keys=keys, img_norm_cfg=norm_cfg,
                           classes=classes if isinstance(classes, (list, tuple)) else None,
                           seed=cfg.get('seed') or 0, **extra)

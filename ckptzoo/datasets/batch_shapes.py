@@ -126,15 +126,25 @@ def _scale_list(img_scale):
     return [img_scale] if isinstance(img_scale[0], (int, float)) else list(img_scale)
 
 
-def pipeline_bound(cfg: Any) -> Shape | None:
+#: the orientations of :func:`pipeline_bound`, by GroupSampler's aspect-ratio flag
+ORIENTATIONS = {1: 'landscape', 0: 'portrait'}
+
+
+def pipeline_bound(cfg: Any, orientation: str | None = None) -> Shape | None:
     """The largest padded ``(H, W)`` the training pipeline can give a batch of any images, or
     None when it does not bound them (no ``Resize``).
 
     ``Resize`` with ``keep_ratio`` fits an image in ``(long, short)`` either way round, and a
     batch is padded to its largest height and width, so a batch of a landscape and a portrait
-    image is ``long x long``: both orientations at once. ``ratio_range`` scales by up to its
-    upper end; ``Pad`` rounds up.
+    image is ``long x long``: both orientations at once. GroupSampler never forms such a
+    batch: ``orientation`` (``'landscape'``: width > height, GroupSampler's flag 1;
+    ``'portrait'``: the rest, squares included) bounds a batch of one orientation,
+    ``short x long`` or ``long x short``. ``ratio_range`` scales by up to its upper end;
+    ``Pad`` rounds up.
     """
+    if orientation not in (None, 'landscape', 'portrait'):
+        raise ValueError(f"orientation must be None, 'landscape' or 'portrait', got "
+                         f'{orientation!r}')
     shape = None
     for t in train_pipeline(cfg):
         kind = t.get('type')
@@ -144,8 +154,9 @@ def pipeline_bound(cfg: Any) -> Shape | None:
                 hi = max(t['ratio_range'])
                 scales = [(int(s[0] * hi), int(s[1] * hi)) for s in scales]
             if t.get('keep_ratio', True):
-                side = max(max(s) for s in scales)
-                shape = (side, side)
+                long, short = max(max(s) for s in scales), max(min(s) for s in scales)
+                shape = {None: (long, long), 'landscape': (short, long),
+                         'portrait': (long, short)}[orientation]
             else:
                 shape = (max(s[1] for s in scales), max(s[0] for s in scales))
         elif kind in ('RandomResizedCrop', 'CenterCrop', 'RandomCrop'):
@@ -464,6 +475,16 @@ def loader_shapes(cfg: Any, dataset, samples_per_gpu: int, *, shuffle: bool = Tr
         if bound is None:
             note = note[:-1] + ', and the pipeline gives none: no batch shape is known.'
         per_group = [boxes(m) for m in members.values()]
+        oriented = {flag: pipeline_bound(cfg, ORIENTATIONS.get(flag)) for flag in members}
+        if grouped and bound is not None and n and all(
+                f in ORIENTATIONS for f in members) and set(oriented.values()) != {bound}:
+            # GroupSampler batches the orientations apart: never long x long
+            groups = [GroupShapes(flag, len(m), oriented[flag], [(oriented[flag], 1.0)],
+                                  *boxes(m), len(m) / n) for flag, m in members.items()]
+            note = note[:-1] + (' of each orientation (GroupSampler batches landscape and '
+                                'portrait images apart): ' + ' and '.join(
+                                    f'{h}x{w}' for h, w in oriented.values()) + '.')
+            return LoaderShapes(groups, spg, False, note)
         groups = [] if bound is None else [GroupShapes(
             None, n, bound, [(bound, 1.0)], _max_or_none(b[0] for b in per_group),
             _max_or_none(b[1] for b in per_group))]

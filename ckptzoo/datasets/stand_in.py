@@ -39,7 +39,9 @@ class StandInDataset(Dataset):
     """Samples of ``shape`` with ``boxes_per_image`` ground-truth boxes (a detector's).
 
     Args:
-        shape (tuple[int, int]): ``(H, W)`` of every image (the pipeline's bound).
+        shape (tuple[int, int] | list): ``(H, W)`` of every image (the pipeline's bound), or
+            a list of them taken in turn (the bound of each orientation: GroupSampler batches
+            each apart, by the aspect-ratio ``flag`` each sample gets).
         num_classes (int): labels are drawn from ``0..num_classes - 1``.
         num_samples (int): dataset length (at least a batch).
         task (str): ``'detection'`` or ``'classification'``.
@@ -58,11 +60,16 @@ class StandInDataset(Dataset):
                  classes=None, seed=0, test_mode=False, poly2mask=True):
         if task not in KEYS:
             raise ValueError(f"task must be 'detection' or 'classification', got {task!r}")
-        if not (isinstance(shape, (tuple, list)) and len(shape) == 2 and all(
-                isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s > 0
-                for s in shape)):
-            raise ValueError(f'shape must be (H, W), two positive ints, got {shape!r}')
-        self.shape = (int(shape[0]), int(shape[1]))
+        shapes = shape if isinstance(shape, list) and shape and all(
+            isinstance(s, (tuple, list)) for s in shape) else [shape]
+        for one in shapes:
+            if not (isinstance(one, (tuple, list)) and len(one) == 2 and all(
+                    isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s > 0
+                    for s in one)):
+                raise ValueError(f'shape must be (H, W), two positive ints, or a list of '
+                                 f'them, got {shape!r}')
+        self.shapes = [(int(h), int(w)) for h, w in shapes]
+        self.shape = self.shapes[0]
         self.num_classes = _positive_int('num_classes', num_classes)
         self.num_samples = _positive_int('num_samples', num_samples)
         self.boxes_per_image = _positive_int('boxes_per_image', boxes_per_image) \
@@ -92,23 +99,27 @@ class StandInDataset(Dataset):
         self.test_mode = test_mode
         self.poly2mask = poly2mask
         if task == 'detection':  # GroupSampler's aspect-ratio group, as CustomDataset's
-            self.flag = np.full(num_samples, int(self.shape[1] / self.shape[0] > 1),
-                                dtype=np.uint8)
+            self.flag = np.array([int(w / h > 1) for h, w in (
+                self._shape(i) for i in range(num_samples))], dtype=np.uint8)
+
+    def _shape(self, index):
+        return self.shapes[index % len(self.shapes)]
 
     def __len__(self):
         return self.num_samples
 
     def __repr__(self):
         boxes = f', {self.boxes_per_image} boxes per image' if self.boxes_per_image else ''
+        shapes = ' and '.join(f'{h}x{w}' for h, w in self.shapes)
         return (f'{type(self).__name__}({self.num_samples} synthetic {self.task} samples of '
-                f'{self.shape[0]}x{self.shape[1]}{boxes})')
+                f'{shapes}{boxes})')
 
     def __getitem__(self, index):
         if not -len(self) <= index < len(self):
             raise IndexError(f'index {index} out of range for {len(self)} samples')
         index = int(index) % len(self)
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index + 1)
-        h, w = self.shape
+        h, w = self._shape(index)
         out = dict(img=torch.randn(3, h, w, generator=gen))
         if self.task == 'classification':
             out['gt_label'] = torch.randint(self.num_classes, (), generator=gen)

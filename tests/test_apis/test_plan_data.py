@@ -37,11 +37,16 @@ def test_a_detection_set_not_on_disk_is_stood_in_for(tmp_path):
     datasets, note = planning_datasets(cfg, boxes_per_image=42)
     ds, = datasets
     assert isinstance(ds, StandInDataset)
+    # VOC's (1000, 600) keep-ratio scale, padded: each orientation's bound, as GroupSampler
+    # never batches a landscape and a portrait image together (not 1024x1024)
     assert note == (f'the training data is not on disk ({root}/VOC2007/ImageSets/Main/'
-                    'trainval.txt not found): planning on synthetic batches of 1024x1024 '
+                    'trainval.txt not found): planning on synthetic batches of 608x1024 and '
+                    '1024x608 (one orientation per batch, as GroupSampler batches them) '
                     'with 42 boxes per image at samples_per_gpu=4')
-    assert ds.shape == (1024, 1024) and ds.boxes_per_image == 42 and ds.num_classes == 20
-    assert ds.keys == ('img', 'gt_bboxes', 'gt_labels') and len(ds) == 4
+    assert ds.shapes == [(608, 1024), (1024, 608)] and ds.boxes_per_image == 42
+    assert ds.num_classes == 20 and ds.flag.tolist() == [1, 0] * 4
+    assert tuple(ds[1]['img'].shape) == (3, 1024, 608)
+    assert ds.keys == ('img', 'gt_bboxes', 'gt_labels') and len(ds) == 8
     np.testing.assert_allclose(ds.img_norm_cfg['mean'], [123.675, 116.28, 103.53])
     assert ds.img_norm_cfg['to_rgb'] is True
     assert ds[0]['gt_labels'].max() < 20

@@ -166,8 +166,16 @@ def test_sizes_from_file_headers_and_the_fallback(coco_root, tmp_path):
     dataset.img_prefix = str(tmp_path / 'missing')  # and no files: the bound, said so
     shapes = loader_shapes(cfg, dataset, 2, epochs=3)
     assert not shapes.from_data and shapes.worst == pipeline_bound(cfg) == (104, 104)
-    assert shapes.note.startswith('Image sizes are unknown') and '(104, 104)' in shapes.note
-    assert shapes.candidates == [((104, 104), 1.0)]
+    # GroupSampler batches each orientation apart: its bound, never 104x104
+    landscape, portrait = pipeline_bound(cfg, 'landscape'), pipeline_bound(cfg, 'portrait')
+    assert landscape[1] == portrait[0] == 104 and landscape == portrait[::-1]
+    assert shapes.note.startswith('Image sizes are unknown') and 'of each orientation' in \
+        shapes.note
+    flags = dataset.flag.tolist()
+    assert {g.flag: g.worst for g in shapes.groups} == {
+        f: landscape if f == 1 else portrait for f in set(flags)}
+    assert {s for s, _ in shapes.candidates} == {g.worst for g in shapes.groups}
+    assert sum(w for _, w in shapes.candidates) == pytest.approx(1.0)
     assert shapes.max_boxes_per_image == expected.max_boxes_per_image  # boxes are still known
     no_resize = _cfg(coco_root, [dict(type='LoadImageFromFile'), dict(type='Pad', size_divisor=8)])
     shapes = loader_shapes(no_resize, dataset, 2, epochs=1)

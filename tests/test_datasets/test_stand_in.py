@@ -51,8 +51,8 @@ def test_classification_samples():
 
 
 @pytest.mark.parametrize('kwargs, message', [
-    (dict(shape=(0, 32)), r'shape must be \(H, W\), two positive ints, got \(0, 32\)'),
-    (dict(shape=640), r'shape must be \(H, W\), two positive ints, got 640'),
+    (dict(shape=(0, 32)), r'shape must be \(H, W\), two positive ints, or a list of them, got \(0, 32\)'),
+    (dict(shape=640), r'shape must be \(H, W\), two positive ints, or a list of them, got 640'),
     (dict(boxes_per_image=0), 'boxes_per_image must be a positive int, got 0'),
     (dict(num_classes=2.0), 'num_classes must be a positive int, got 2.0'),
     (dict(task='segmentation'), "task must be 'detection' or 'classification', got "
