@@ -417,3 +417,34 @@ def test_dist_train_script_runs_torchrun(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert _final(tmp_path / 'w')['meta']['iter'] == 2
+
+
+@pytest.mark.subprocess
+def test_a_user_backbone_from_custom_imports_trains_with_cp_and_is_planned(tmp_path):
+    """tools/train.py on a config whose backbone a user module registers (``custom_imports``),
+    describing no checkpoint units: ``with_cp=True`` checkpoints its derived units, and a
+    ``memory_budget`` plans them (the plan file names them)."""
+    import json
+    cfg = tmp_path / 'user.py'
+    cfg.write_text(
+        "custom_imports = dict(imports=['tests.helpers.user_parts'], "
+        "allow_failed_imports=False)\n"
+        "model = dict(type='ImageClassifier', backbone=dict(type='UserStageNet', width=8, "
+        "depths=(2, 2, 2), out_indices=(2, ), with_cp=True), head=dict(type='LinearClsHead', "
+        "num_classes=4, in_channels=64, topk=(1, )))\n"
+        "data = dict(samples_per_gpu=4, workers_per_gpu=0, train=dict("
+        "type='SyntheticClassificationDataset', num_samples=8, num_classes=4, img_size=32, "
+        "seed=0))\n"
+        "optimizer = dict(type='SGD', lr=0.01, momentum=0.9)\n"
+        "optimizer_config = dict(grad_clip=None)\n"
+        "runner = dict(type='IterBasedRunner', max_iters=2)\n"
+        "checkpoint_config = dict(interval=2, by_epoch=False)\n"
+        "log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook')])\n"
+        "workflow = [('train', 1)]\nlr_config = None\nmemory_budget = '64MiB'\nseed = 0\n")
+    proc = _run([str(cfg), '--work-dir', str(tmp_path / 'w')], ROOT)
+    plan = json.loads((tmp_path / 'w' / 'memory_plan.json').read_text())
+    units = list(plan['plan'])
+    assert units[:3] == ['backbone.stem', 'backbone.stages.0.0', 'backbone.stages.0.1']
+    assert _final(tmp_path / 'w')['meta']['iter'] == 2
+    assert 'UserStageNet' in proc.stdout + proc.stderr or 'UserStageNet' in open(
+        next(str(p) for p in (tmp_path / 'w').glob('*.log'))).read()

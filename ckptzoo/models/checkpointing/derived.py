@@ -164,16 +164,31 @@ def _undescribed_parts(module):
             yield from _undescribed_parts(child)
 
 
+def _covered(owner):
+    """The modules that ``owner``'s own units run (a part inside one needs none of its own)."""
+    modules = []
+    for chain in owner._checkpoint_steps():
+        for step in chain:
+            given = step.module
+            given = [given] if isinstance(given, nn.Module) else list(given or ())
+            modules += [m for g in given for m in g.modules()]
+    return {id(m) for m in modules}
+
+
 def _after_build(obj, with_cp):
     """The registry's step after building a model part (see ``ckptzoo.registry``): a user's
-    part waits for its container; a container that describes no units of its own (a
-    detector) derives units for its user parts. A user's part inside a unit of a described
-    owner (a mask head in ``roi_head.mask``) is checkpointed and planned with that unit."""
+    part waits for its container; the container (a detector, a classifier) derives units for
+    its user parts, except for a part that one of its own units runs (a mask head in
+    ``roi_head.mask``): that part is checkpointed and planned with that unit."""
     if with_cp is not None:  # a part the registry found undescribed (``derives_units``)
         setattr(obj, _REQUEST, with_cp)
-    elif isinstance(obj, CheckpointOwnerMixin) and not obj._checkpoint_steps():
-        for part in _undescribed_parts(obj):
-            derive_checkpoint_units(part, vars(part).pop(_REQUEST))
+    elif isinstance(obj, CheckpointOwnerMixin):
+        parts = list(_undescribed_parts(obj))
+        covered = _covered(obj) if parts else set()
+        for part in parts:
+            with_cp = vars(part).pop(_REQUEST)
+            if id(part) not in covered:
+                derive_checkpoint_units(part, with_cp)
     return obj
 
 
