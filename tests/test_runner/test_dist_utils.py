@@ -9,12 +9,24 @@ from ckptzoo.runner import dist_utils
 from ckptzoo.runner.dist_utils import first_slurm_host, slurm_port
 
 
+#: what init_dist reads or writes: each is put back as it was after the test (init_dist
+#: writes os.environ itself, and a leaked RANK / WORLD_SIZE would reach the subprocesses of
+#: later tests in this worker)
+TOUCHED = ('MASTER_PORT', 'MASTER_ADDR', 'RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'SLURM_PROCID',
+           'SLURM_NTASKS', 'SLURM_NODELIST', 'SLURM_JOB_ID', 'SLURM_LOCALID', 'PATH',
+           'OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK')
+
+
 @pytest.fixture
 def env(monkeypatch):
     for key in list(os.environ):
-        if key.startswith(('SLURM_', 'OMPI_')) or key in (
-                'MASTER_PORT', 'MASTER_ADDR', 'RANK', 'WORLD_SIZE', 'LOCAL_RANK'):
+        if key.startswith(('SLURM_', 'OMPI_')):
             monkeypatch.delenv(key)
+    path = os.environ.get('PATH')
+    for key in TOUCHED:  # set, then deleted: both recorded, so undone (absent stays absent)
+        monkeypatch.setenv(key, '')
+        monkeypatch.delenv(key)
+    monkeypatch.setenv('PATH', path or '')
     monkeypatch.setattr(dist_utils.dist, 'is_initialized', lambda: True)
     monkeypatch.setattr(dist_utils.dist, 'get_rank', lambda: int(os.environ['RANK']))
     monkeypatch.setattr(dist_utils.dist, 'get_world_size',
@@ -85,3 +97,16 @@ def test_mpi_environment(env):
     env.setenv('MASTER_ADDR', '10.0.0.1')
     assert dist_utils.init_dist('mpi') == (1, 2)
     assert os.environ['MASTER_PORT'] == '29500' and os.environ['LOCAL_RANK'] == '1'
+
+
+def test_the_environment_is_put_back(env):
+    """(the fixture's own check: after a test that ran init_dist, nothing it wrote stays)"""
+    env.setenv('SLURM_PROCID', '0')
+    env.setenv('SLURM_NTASKS', '1')
+    env.setenv('SLURM_NODELIST', 'n1')
+    env.setenv('SLURM_JOB_ID', '5')
+    dist_utils.init_dist('slurm')
+    assert os.environ['RANK'] == '0'
+    env.undo()
+    assert 'RANK' not in os.environ and 'WORLD_SIZE' not in os.environ
+    assert 'MASTER_PORT' not in os.environ and 'SLURM_PROCID' not in os.environ
