@@ -77,7 +77,8 @@ def main(argv=None):
     cfg = load_config(args.config, args.cfg_options)  # errors name the file and line
     with warnings.catch_warnings(record=True) as config_warnings:  # logged again below
         warnings.simplefilter('always')
-        check_config(cfg, distributed=args.launcher != 'none', validate=not args.no_validate)
+        check_config(cfg, distributed=args.launcher != 'none', validate=not args.no_validate,
+                     complete=True)
     for w in config_warnings:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     _setup_multi_processes(cfg)

@@ -292,3 +292,18 @@ def test_custom_imports_of_mmcls_models_is_ckptzoos_own(tmp_path):
                     "                      allow_failed_imports=True)\n")
     with pytest.warns(UserWarning, match='no_such_module_x failed to import'):
         load_config(str(path))
+
+
+def test_a_training_config_without_workflow_or_lr_config_names_them():
+    """Training reads workflow and lr_config with no default (mmdet's configs take them from
+    their _base_): a config without them fails naming them and what to write (it ended in an
+    AttributeError from deep inside the run's assembly)."""
+    cfg = load_config(SMOKE)
+    check_config(cfg, complete=True)
+    cfg.pop('workflow')
+    cfg.pop('lr_config')
+    check_config(cfg)  # the keys it has are fine
+    with pytest.raises(ConfigError, match=r"the config has no lr_config, workflow, which "
+                       r"training reads: give lr_config = dict\(policy='step', step=\[\.\.\.\]\) "
+                       r".*; workflow = \[\('train', 1\)\]"):
+        check_config(cfg, complete=True)

@@ -17,15 +17,30 @@ from .schema import AUTO_SCALE_LR_KEYS, DATA_KEYS, LOG_CONFIG_KEYS, ConfigError
 __all__ = ['check_config', 'memory_check_interval', 'DEFAULT_MEMORY_CHECK_INTERVAL']
 
 
-def check_config(cfg: Config, distributed: bool = False, validate: bool = True) -> None:
+#: what a training run reads with no default (mmdet 2.x's configs take them from ``_base_``)
+TRAINING_KEYS = {
+    'model': "a model = dict(type=...)", 'data': 'data = dict(samples_per_gpu=..., train=...)',
+    'optimizer': "optimizer = dict(type='SGD', lr=...)",
+    'lr_config': "lr_config = dict(policy='step', step=[...]) (a schedule's; lr_config = None "
+                 'trains at a constant lr)',
+    'workflow': "workflow = [('train', 1)] (mmdet's default_runtime.py)"}
+
+
+def check_config(cfg: Config, distributed: bool = False, validate: bool = True,
+                 complete: bool = False) -> None:
     """Check every key ckptzoo reads, and the values that would fail only later (batch and
     worker counts, schedule steps, hook arguments, evaluation metric), without building the
     model or the data: the one check of a training run's config (``tools/train.py`` calls
-    it before anything is built). Without ``validate`` (``--no-validate``) ``evaluation`` is
-    not used and not checked. Raises :class:`ConfigError` or ``UnknownKeyError``
-    (``ckptzoo.registry``), ``UnknownTypeError`` for an unknown ``type``."""
+    it before anything is built, with ``complete``: the keys of :data:`TRAINING_KEYS` must be
+    there). Without ``validate`` (``--no-validate``) ``evaluation`` is not used and not
+    checked. Raises :class:`ConfigError` or ``UnknownKeyError`` (``ckptzoo.registry``),
+    ``UnknownTypeError`` for an unknown ``type``."""
     from ...runner import optimizer_constructor  # noqa: F401  (registers the constructor)
     from ... import datasets, models, runner  # noqa: F401  (fill the registries)
+    missing = [k for k in TRAINING_KEYS if k not in cfg] if complete else []
+    if missing:
+        raise ConfigError('the config has no ' + ', '.join(missing) + ', which training '
+                          'reads: give ' + '; '.join(TRAINING_KEYS[k] for k in missing))
     warn_near_misses(cfg)
     if cfg.get('model') is not None:
         _check_typed(cfg.model, 'model', (MODELS, ), (MODELS, TASK_UTILS))
