@@ -280,8 +280,8 @@ class StageCascadeRPNHead(RPNHead):
         if len(cls_scores) != len(bbox_preds):
             raise ValueError('cls_scores and bbox_preds need one entry per level')
         return [self._get_bboxes_single([s[i].detach() for s in cls_scores],
-                                        [b[i].detach() for b in bbox_preds], anchor_list[i],
-                                        meta, cfg)
+                                        [b[i].detach() for b in bbox_preds], None,
+                                        anchor_list[i], meta, cfg)
                 for i, meta in enumerate(img_metas)]
 
     def refine_bboxes(self, anchor_list, bbox_preds, img_metas):

@@ -26,9 +26,10 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
                 for i, unit in enumerate(self.level_units)]
 
     def forward(self, feats):
-        """``(cls_scores, bbox_preds)`` over levels, each level through its unit."""
+        """Each output of ``forward_single`` as a list over levels (``(cls_scores, bbox_preds)``,
+        ``(cls_scores, bbox_preds, centernesses)``, ...), each level through its unit."""
         if len(feats) != len(self.level_units):
             raise ValueError(f'{type(self).__name__} expects {len(self.level_units)} levels '
                              f'(one per anchor stride), got {len(feats)}')
         outs = [unit(self.forward_single, x) for unit, x in zip(self.level_units, feats)]
-        return [o[0] for o in outs], [o[1] for o in outs]
+        return tuple(list(o) for o in zip(*outs))

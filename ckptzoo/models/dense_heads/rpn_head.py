@@ -109,8 +109,8 @@ class RPNHead(LevelUnitsMixin, AnchorHead):
         """Proposals of each image, ``[k, 5]`` (x1, y1, x2, y2, score), with ``test_cfg``."""
         return self.get_bboxes(*self(x), img_metas=img_metas)
 
-    def _get_bboxes_single(self, cls_score_list, bbox_pred_list, mlvl_anchors, img_meta, cfg,
-                           rescale=False, with_nms=True):
+    def _get_bboxes_single(self, cls_score_list, bbox_pred_list, score_factor_list,
+                           mlvl_anchors, img_meta, cfg, rescale=False, with_nms=True, **kwargs):
         """mmdet 2.28's proposals of one image: per level the ``nms_pre`` best anchors, the
         boxes decoded and clipped to ``img_shape``, those not wider and taller than
         ``min_bbox_size`` dropped, NMS within each level (level ids as batched-NMS classes),
