@@ -17,3 +17,9 @@ from .coder import BucketingBBoxCoder  # noqa: E402
 from .transforms import bbox_rescale  # noqa: E402
 
 __all__ += ['BucketingBBoxCoder', 'bbox_rescale']
+
+# anchor-free heads' distance coding
+from .coder import DistancePointBBoxCoder  # noqa: E402
+from .transforms import bbox2distance, distance2bbox  # noqa: E402
+
+__all__ += ['DistancePointBBoxCoder', 'bbox2distance', 'distance2bbox']

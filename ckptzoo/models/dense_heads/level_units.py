@@ -21,8 +21,14 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
         self.level_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
                             for _ in range(self.prior_generator.num_levels)]
 
+    def _level_function(self, level):
+        """What level ``level`` runs on its feature map: ``forward_single``, or (heads whose
+        levels differ by a ``Scale`` or a stride) a partial of it with that level's
+        arguments."""
+        return self.forward_single
+
     def _checkpoint_steps(self):
-        return [[unit_step(f'level{i}', unit, self.forward_single, self)]
+        return [[unit_step(f'level{i}', unit, self._level_function(i), self)]
                 for i, unit in enumerate(self.level_units)]
 
     def forward(self, feats):
@@ -31,5 +37,6 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
         if len(feats) != len(self.level_units):
             raise ValueError(f'{type(self).__name__} expects {len(self.level_units)} levels '
                              f'(one per anchor stride), got {len(feats)}')
-        outs = [unit(self.forward_single, x) for unit, x in zip(self.level_units, feats)]
+        outs = [unit(self._level_function(i), x)
+                for i, (unit, x) in enumerate(zip(self.level_units, feats))]
         return tuple(list(o) for o in zip(*outs))

@@ -1,6 +1,7 @@
 from .bucketing_bbox_coder import BucketingBBoxCoder
+from .distance_point_bbox_coder import DistancePointBBoxCoder
 from .delta_xywh_bbox_coder import DeltaXYWHBBoxCoder, bbox2delta, delta2bbox
 from .legacy_delta_xywh_bbox_coder import LegacyDeltaXYWHBBoxCoder
 
-__all__ = ['BucketingBBoxCoder', 'DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder',
+__all__ = ['BucketingBBoxCoder', 'DeltaXYWHBBoxCoder', 'DistancePointBBoxCoder', 'LegacyDeltaXYWHBBoxCoder',
            'bbox2delta', 'delta2bbox']
