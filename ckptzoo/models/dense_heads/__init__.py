@@ -16,3 +16,7 @@ __all__ = [
     'RetinaHead',
     'RPNHead',
 ]
+
+from .fcos_head import FCOSHead  # noqa: E402
+
+__all__ += ['FCOSHead']
