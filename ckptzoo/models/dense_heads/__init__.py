@@ -1,6 +1,7 @@
 """Dense (single-stage and RPN) heads, mmdet 2.x ``dense_heads``; ``level_units`` makes each
 pyramid level of a head a checkpoint unit (ours: mmdet has no such module)."""
 from .anchor_head import AnchorHead
+from .atss_head import ATSSHead
 from .base_dense_head import BaseDenseHead
 from .cascade_rpn_head import CascadeRPNHead, StageCascadeRPNHead
 from .retina_head import RetinaHead
@@ -8,6 +9,7 @@ from .rpn_head import RPNHead
 
 __all__ = [
     'AnchorHead',
+    'ATSSHead',
     'BaseDenseHead',
     'CascadeRPNHead',
     'StageCascadeRPNHead',

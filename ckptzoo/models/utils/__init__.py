@@ -25,3 +25,4 @@ from .transformer import PatchEmbed  # noqa: F401
 from .merge_cells import BaseMergeCell, ConcatCell, GlobalPoolingCell, SumCell  # noqa: F401
 from .conv_aws import ConvAWS2d  # noqa: F401
 from .saconv import SAConv2d  # noqa: F401
+from .scale import Scale  # noqa: F401
