@@ -17,3 +17,7 @@ from .coder import BucketingBBoxCoder  # noqa: E402
 from .transforms import bbox_rescale  # noqa: E402
 
 __all__ += ['BucketingBBoxCoder', 'bbox_rescale']
+
+from .coder import DistancePointBBoxCoder, bbox2distance, distance2bbox  # noqa: E402
+
+__all__ += ['DistancePointBBoxCoder', 'bbox2distance', 'distance2bbox']

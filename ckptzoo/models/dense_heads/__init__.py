@@ -3,6 +3,7 @@ pyramid level of a head a checkpoint unit (ours: mmdet has no such module)."""
 from .anchor_head import AnchorHead
 from .atss_head import ATSSHead
 from .base_dense_head import BaseDenseHead
+from .gfl_head import GFLHead
 from .cascade_rpn_head import CascadeRPNHead, StageCascadeRPNHead
 from .retina_head import RetinaHead
 from .rpn_head import RPNHead
@@ -12,6 +13,7 @@ __all__ = [
     'ATSSHead',
     'BaseDenseHead',
     'CascadeRPNHead',
+    'GFLHead',
     'StageCascadeRPNHead',
     'RetinaHead',
     'RPNHead',

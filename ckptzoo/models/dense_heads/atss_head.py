@@ -21,7 +21,7 @@ from ..utils import ConvModule, Scale
 from .anchor_head import AnchorHead
 from .level_units import LevelUnitsMixin
 
-__all__ = ['ATSSHead']
+__all__ = ['ATSSHead', 'ATSSTargetsMixin']
 
 
 def _float_pred(bbox_pred):
@@ -31,8 +31,99 @@ def _float_pred(bbox_pred):
         else bbox_pred
 
 
+class ATSSTargetsMixin:
+    """The targets ATSS and GFL share (mmdet writes them out in both heads): anchors assigned
+    per image by an assigner that takes the number of inside anchors per level
+    (:class:`ATSSAssigner`), no sampling, and the positives' gt boxes themselves as box targets
+    (both heads regress decoded boxes)."""
+
+    def _build_sampler(self, sampler, loss_cls):
+        kind = None if sampler is None else sampler.get('type')
+        kind = getattr(kind, '__name__', str(kind)).split('.')[-1]
+        if sampler is not None and kind != 'PseudoSampler':
+            raise ValueError(f'{type(self).__name__} samples no anchors: leave '
+                             f'train_cfg.sampler out or set dict(type=\'PseudoSampler\') (mmdet '
+                             f'ignored it), got {sampler!r}')
+        return super()._build_sampler(None, loss_cls)
+
+    def get_num_level_anchors_inside(self, num_level_anchors, inside_flags):
+        return [int(flags.sum()) for flags in torch.split(inside_flags, num_level_anchors)]
+
+    def _get_target_single(self, flat_anchors, valid_flags, num_level_anchors, gt_bboxes,
+                           gt_bboxes_ignore, gt_labels, img_meta, label_channels=1,
+                           unmap_outputs=True):
+        """One image: ``(anchors, labels, label_weights, bbox_targets (gt boxes),
+        bbox_weights, pos_inds, neg_inds)`` as mmdet."""
+        allowed_border = cfg_get(self.train_cfg, 'allowed_border', -1)
+        inside = anchor_inside_flags(flat_anchors, valid_flags, img_meta['img_shape'][:2],
+                                     allowed_border)
+        if not inside.any():
+            raise ValueError(f'no anchor lies inside image {img_meta.get("filename", "")!r} '
+                             f'(img_shape {img_meta["img_shape"]}, allowed_border '
+                             f'{allowed_border}); use allowed_border=-1 or smaller anchors')
+        anchors = flat_anchors[inside]
+        gt_bboxes = gt_bboxes.to(anchors.dtype)
+        assign_result = self.assigner.assign(
+            anchors, self.get_num_level_anchors_inside(num_level_anchors, inside), gt_bboxes,
+            gt_bboxes_ignore, gt_labels)
+        sampling_result = self.sampler.sample(assign_result, anchors, gt_bboxes)
+
+        num_valid = anchors.shape[0]
+        bbox_targets = torch.zeros_like(anchors)
+        bbox_weights = torch.zeros_like(anchors)
+        labels = anchors.new_full((num_valid, ), self.num_classes, dtype=torch.long)
+        label_weights = anchors.new_zeros(num_valid, dtype=torch.float)
+        pos_inds, neg_inds = sampling_result.pos_inds, sampling_result.neg_inds
+        if len(pos_inds) > 0:
+            bbox_targets[pos_inds, :] = sampling_result.pos_gt_bboxes.to(bbox_targets.dtype)
+            bbox_weights[pos_inds, :] = 1.0
+            if gt_labels is None:
+                labels[pos_inds] = 0
+            else:
+                labels[pos_inds] = gt_labels[sampling_result.pos_assigned_gt_inds].long()
+            pos_weight = cfg_get(self.train_cfg, 'pos_weight', -1)
+            label_weights[pos_inds] = 1.0 if pos_weight <= 0 else pos_weight
+        if len(neg_inds) > 0:
+            label_weights[neg_inds] = 1.0
+        if unmap_outputs:
+            total = flat_anchors.size(0)
+            anchors = unmap(anchors, total, inside)
+            labels = unmap(labels, total, inside, fill=self.num_classes)
+            label_weights = unmap(label_weights, total, inside)
+            bbox_targets = unmap(bbox_targets, total, inside)
+            bbox_weights = unmap(bbox_weights, total, inside)
+        return (anchors, labels, label_weights, bbox_targets, bbox_weights, pos_inds, neg_inds)
+
+    def get_targets(self, anchor_list, valid_flag_list, gt_bboxes_list, img_metas,
+                    gt_bboxes_ignore_list=None, gt_labels_list=None, label_channels=1,
+                    unmap_outputs=True):
+        """mmdet's: ``AnchorHead.get_targets`` with the anchors per level first:
+        ``(anchors, labels, label_weights, bbox_targets, bbox_weights, num_total_pos,
+        num_total_neg)``, each of the first five a list over levels of ``[B, A_l, ...]``."""
+        num_imgs = len(img_metas)
+        if not (len(anchor_list) == len(valid_flag_list) == len(gt_bboxes_list) == num_imgs):
+            raise ValueError(f'anchors, valid flags and gt_bboxes need one entry per image '
+                             f'({num_imgs}), got {len(anchor_list)}, {len(valid_flag_list)}, '
+                             f'{len(gt_bboxes_list)}')
+        num_level_anchors = [a.size(0) for a in anchor_list[0]]
+        gt_bboxes_ignore_list = gt_bboxes_ignore_list or [None] * num_imgs
+        gt_labels_list = gt_labels_list if gt_labels_list is not None else [None] * num_imgs
+        results = [self._get_target_single(
+            torch.cat(anchor_list[i]), torch.cat(valid_flag_list[i]), num_level_anchors,
+            gt_bboxes_list[i], gt_bboxes_ignore_list[i], gt_labels_list[i], img_metas[i],
+            label_channels=label_channels, unmap_outputs=unmap_outputs)
+            for i in range(num_imgs)]
+        anchors, labels, label_weights, bbox_targets, bbox_weights, pos_inds, neg_inds = \
+            zip(*results)
+        num_total_pos = sum(max(inds.numel(), 1) for inds in pos_inds)
+        num_total_neg = sum(max(inds.numel(), 1) for inds in neg_inds)
+        return tuple(images_to_levels(t, num_level_anchors) for t in
+                     (anchors, labels, label_weights, bbox_targets, bbox_weights)) + \
+            (num_total_pos, num_total_neg)
+
+
 @MODELS.register_module()
-class ATSSHead(LevelUnitsMixin, AnchorHead):
+class ATSSHead(LevelUnitsMixin, ATSSTargetsMixin, AnchorHead):
     """ATSS head, mmdet 2.x arguments.
 
     Args:
@@ -84,15 +175,6 @@ class ATSSHead(LevelUnitsMixin, AnchorHead):
             raise ValueError(f'{type(self).__name__} regresses decoded boxes: reg_decoded_bbox '
                              f'must be True, got {reg_decoded_bbox!r}')
 
-    def _build_sampler(self, sampler, loss_cls):
-        kind = None if sampler is None else sampler.get('type')
-        kind = getattr(kind, '__name__', str(kind)).split('.')[-1]
-        if sampler is not None and kind != 'PseudoSampler':
-            raise ValueError(f'{type(self).__name__} samples no anchors: leave '
-                             f'train_cfg.sampler out or set dict(type=\'PseudoSampler\') (mmdet '
-                             f'ignored it), got {sampler!r}')
-        return super()._build_sampler(None, loss_cls)
-
     def _init_layers(self):
         self.relu = nn.ReLU(inplace=True)
         self.cls_convs = nn.ModuleList()
@@ -125,87 +207,6 @@ class ATSSHead(LevelUnitsMixin, AnchorHead):
         cls_score = self.atss_cls(cls_feat)
         bbox_pred = _float_pred(scale(self.atss_reg(reg_feat)))
         return cls_score, bbox_pred, self.atss_centerness(reg_feat)
-
-    # ---------------------------------------------------------------- targets
-    def get_num_level_anchors_inside(self, num_level_anchors, inside_flags):
-        return [int(flags.sum()) for flags in torch.split(inside_flags, num_level_anchors)]
-
-    def _get_target_single(self, flat_anchors, valid_flags, num_level_anchors, gt_bboxes,
-                           gt_bboxes_ignore, gt_labels, img_meta, label_channels=1,
-                           unmap_outputs=True):
-        """One image: ``(anchors, labels, label_weights, bbox_targets (gt boxes),
-        bbox_weights, pos_inds, neg_inds)`` as mmdet."""
-        allowed_border = cfg_get(self.train_cfg, 'allowed_border', -1)
-        inside = anchor_inside_flags(flat_anchors, valid_flags, img_meta['img_shape'][:2],
-                                     allowed_border)
-        if not inside.any():
-            raise ValueError(f'no anchor lies inside image {img_meta.get("filename", "")!r} '
-                             f'(img_shape {img_meta["img_shape"]}, allowed_border '
-                             f'{allowed_border}); use allowed_border=-1 or smaller anchors')
-        anchors = flat_anchors[inside]
-        gt_bboxes = gt_bboxes.to(anchors.dtype)
-        assign_result = self.assigner.assign(
-            anchors, self.get_num_level_anchors_inside(num_level_anchors, inside), gt_bboxes,
-            gt_bboxes_ignore, gt_labels)
-        sampling_result = self.sampler.sample(assign_result, anchors, gt_bboxes)
-
-        num_valid = anchors.shape[0]
-        bbox_targets = torch.zeros_like(anchors)
-        bbox_weights = torch.zeros_like(anchors)
-        labels = anchors.new_full((num_valid, ), self.num_classes, dtype=torch.long)
-        label_weights = anchors.new_zeros(num_valid, dtype=torch.float)
-        pos_inds, neg_inds = sampling_result.pos_inds, sampling_result.neg_inds
-        if len(pos_inds) > 0:
-            if self.reg_decoded_bbox:
-                pos_targets = sampling_result.pos_gt_bboxes
-            else:
-                pos_targets = self.bbox_coder.encode(sampling_result.pos_bboxes,
-                                                     sampling_result.pos_gt_bboxes)
-            bbox_targets[pos_inds, :] = pos_targets.to(bbox_targets.dtype)
-            bbox_weights[pos_inds, :] = 1.0
-            if gt_labels is None:
-                labels[pos_inds] = 0
-            else:
-                labels[pos_inds] = gt_labels[sampling_result.pos_assigned_gt_inds].long()
-            pos_weight = cfg_get(self.train_cfg, 'pos_weight', -1)
-            label_weights[pos_inds] = 1.0 if pos_weight <= 0 else pos_weight
-        if len(neg_inds) > 0:
-            label_weights[neg_inds] = 1.0
-        if unmap_outputs:
-            total = flat_anchors.size(0)
-            anchors = unmap(anchors, total, inside)
-            labels = unmap(labels, total, inside, fill=self.num_classes)
-            label_weights = unmap(label_weights, total, inside)
-            bbox_targets = unmap(bbox_targets, total, inside)
-            bbox_weights = unmap(bbox_weights, total, inside)
-        return (anchors, labels, label_weights, bbox_targets, bbox_weights, pos_inds, neg_inds)
-
-    def get_targets(self, anchor_list, valid_flag_list, gt_bboxes_list, img_metas,
-                    gt_bboxes_ignore_list=None, gt_labels_list=None, label_channels=1,
-                    unmap_outputs=True):
-        """mmdet's: ``AnchorHead.get_targets`` with the anchors per level first:
-        ``(anchors, labels, label_weights, bbox_targets, bbox_weights, num_total_pos,
-        num_total_neg)``, each of the first five a list over levels of ``[B, A_l, ...]``."""
-        num_imgs = len(img_metas)
-        if not (len(anchor_list) == len(valid_flag_list) == len(gt_bboxes_list) == num_imgs):
-            raise ValueError(f'anchors, valid flags and gt_bboxes need one entry per image '
-                             f'({num_imgs}), got {len(anchor_list)}, {len(valid_flag_list)}, '
-                             f'{len(gt_bboxes_list)}')
-        num_level_anchors = [a.size(0) for a in anchor_list[0]]
-        gt_bboxes_ignore_list = gt_bboxes_ignore_list or [None] * num_imgs
-        gt_labels_list = gt_labels_list if gt_labels_list is not None else [None] * num_imgs
-        results = [self._get_target_single(
-            torch.cat(anchor_list[i]), torch.cat(valid_flag_list[i]), num_level_anchors,
-            gt_bboxes_list[i], gt_bboxes_ignore_list[i], gt_labels_list[i], img_metas[i],
-            label_channels=label_channels, unmap_outputs=unmap_outputs)
-            for i in range(num_imgs)]
-        anchors, labels, label_weights, bbox_targets, bbox_weights, pos_inds, neg_inds = \
-            zip(*results)
-        num_total_pos = sum(max(inds.numel(), 1) for inds in pos_inds)
-        num_total_neg = sum(max(inds.numel(), 1) for inds in neg_inds)
-        return tuple(images_to_levels(t, num_level_anchors) for t in
-                     (anchors, labels, label_weights, bbox_targets, bbox_weights)) + \
-            (num_total_pos, num_total_neg)
 
     def centerness_target(self, anchors, gts):
         """FCOS centerness of each anchor centre in its gt box:

@@ -24,3 +24,7 @@ __all__ += ['SCNet']
 from .atss import ATSS  # noqa: E402
 
 __all__ += ['ATSS']
+
+from .gfl import GFL  # noqa: E402
+
+__all__ += ['GFL']
