@@ -24,3 +24,11 @@ __all__ += ['SCNet']
 from .fcos import FCOS  # noqa: E402
 
 __all__ += ['FCOS']
+
+from .atss import ATSS  # noqa: E402
+
+__all__ += ['ATSS']
+
+from .gfl import GFL  # noqa: E402
+
+__all__ += ['GFL']
