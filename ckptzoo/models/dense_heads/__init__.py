@@ -14,3 +14,9 @@ __all__ = [
     'RetinaHead',
     'RPNHead',
 ]
+from .retina_sepbn_head import RetinaSepBNHead  # noqa: E402
+__all__ += ['RetinaSepBNHead']
+from .free_anchor_retina_head import FreeAnchorRetinaHead  # noqa: E402
+__all__ += ['FreeAnchorRetinaHead']
+from .pisa_retinanet_head import PISARetinaHead  # noqa: E402
+__all__ += ['PISARetinaHead']

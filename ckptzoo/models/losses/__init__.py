@@ -16,3 +16,5 @@ __all__ = ['Accuracy', 'accuracy', 'CrossEntropyLoss', 'mask_cross_entropy', 'Fo
            'weight_reduce_loss', 'weighted_loss', 'IoULoss', 'BoundedIoULoss', 'DIoULoss',
            'CIoULoss', 'iou_loss', 'bounded_iou_loss', 'giou_loss', 'diou_loss', 'ciou_loss',
            'BalancedL1Loss', 'balanced_l1_loss', 'SeesawLoss']
+from .ghm_loss import GHMC, GHMR  # noqa: E402
+__all__ += ['GHMC', 'GHMR']
