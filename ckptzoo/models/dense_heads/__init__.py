@@ -20,3 +20,5 @@ from .free_anchor_retina_head import FreeAnchorRetinaHead  # noqa: E402
 __all__ += ['FreeAnchorRetinaHead']
 from .pisa_retinanet_head import PISARetinaHead  # noqa: E402
 __all__ += ['PISARetinaHead']
+from .fsaf_head import FSAFHead  # noqa: E402
+__all__ += ['FSAFHead']

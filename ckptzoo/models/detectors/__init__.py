@@ -20,3 +20,5 @@ __all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'GridRCNN',
 from .scnet import SCNet  # noqa: E402
 
 __all__ += ['SCNet']
+from .fsaf import FSAF  # noqa: E402
+__all__ += ['FSAF']
