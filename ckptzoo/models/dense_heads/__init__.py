@@ -24,3 +24,12 @@ __all__ = [
 from .fcos_head import FCOSHead  # noqa: E402
 
 __all__ += ['FCOSHead']
+
+from .retina_sepbn_head import RetinaSepBNHead  # noqa: E402
+__all__ += ['RetinaSepBNHead']
+from .free_anchor_retina_head import FreeAnchorRetinaHead  # noqa: E402
+__all__ += ['FreeAnchorRetinaHead']
+from .pisa_retinanet_head import PISARetinaHead  # noqa: E402
+__all__ += ['PISARetinaHead']
+from .fsaf_head import FSAFHead  # noqa: E402
+__all__ += ['FSAFHead']

@@ -32,3 +32,6 @@ __all__ += ['ATSS']
 from .gfl import GFL  # noqa: E402
 
 __all__ += ['GFL']
+
+from .fsaf import FSAF  # noqa: E402
+__all__ += ['FSAF']

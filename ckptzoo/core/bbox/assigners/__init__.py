@@ -7,3 +7,6 @@ __all__ = ['AssignResult', 'MaxIoUAssigner', 'RegionAssigner']
 from .atss_assigner import ATSSAssigner  # noqa: E402
 
 __all__ += ['ATSSAssigner']
+
+from .center_region_assigner import CenterRegionAssigner  # noqa: E402
+__all__ += ['CenterRegionAssigner']
