@@ -14,3 +14,11 @@ __all__ = [
     'RetinaHead',
     'RPNHead',
 ]
+
+# SSD's and YOLOv3's heads (kept apart: the lines above are shared edits)
+from .ssd_head import SSDHead  # noqa: E402
+
+__all__ += ['SSDHead']
+from .yolo_head import YOLOV3Head  # noqa: E402
+
+__all__ += ['YOLOV3Head']

@@ -4,3 +4,8 @@ from .legacy_delta_xywh_bbox_coder import LegacyDeltaXYWHBBoxCoder
 
 __all__ = ['BucketingBBoxCoder', 'DeltaXYWHBBoxCoder', 'LegacyDeltaXYWHBBoxCoder',
            'bbox2delta', 'delta2bbox']
+
+# YOLOv3's coder (kept apart: the lines above are shared edits)
+from .yolo_bbox_coder import YOLOBBoxCoder  # noqa: E402
+
+__all__ += ['YOLOBBoxCoder']
