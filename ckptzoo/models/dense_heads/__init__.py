@@ -33,3 +33,11 @@ from .pisa_retinanet_head import PISARetinaHead  # noqa: E402
 __all__ += ['PISARetinaHead']
 from .fsaf_head import FSAFHead  # noqa: E402
 __all__ += ['FSAFHead']
+
+# SSD's and YOLOv3's heads (kept apart: the lines above are shared edits)
+from .ssd_head import SSDHead  # noqa: E402
+
+__all__ += ['SSDHead']
+from .yolo_head import YOLOV3Head  # noqa: E402
+
+__all__ += ['YOLOV3Head']

@@ -35,3 +35,7 @@ __all__ += ['GFL']
 
 from .fsaf import FSAF  # noqa: E402
 __all__ += ['FSAF']
+
+from .yolo import YOLOV3  # noqa: E402
+
+__all__ += ['YOLOV3']

@@ -10,3 +10,8 @@ __all__ += ['ATSSAssigner']
 
 from .center_region_assigner import CenterRegionAssigner  # noqa: E402
 __all__ += ['CenterRegionAssigner']
+
+# YOLOv3's assigner (kept apart: the lines above are shared edits)
+from .grid_assigner import GridAssigner  # noqa: E402
+
+__all__ += ['GridAssigner']
