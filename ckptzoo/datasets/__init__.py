@@ -19,3 +19,7 @@ __all__ = ['DistributedGroupSampler', 'DistributedSampler', 'GroupSampler', 'See
            'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset',
            'RepeatDataset', 'StandInDataset',
            'SYNTHETIC_CLASSES', 'generate_coco', 'generate_voc', 'VOCDataset', 'XMLDataset']
+from .wider_face import WIDERFaceDataset  # noqa: E402
+from .synthetic_wider_face import generate_wider_face  # noqa: E402
+
+__all__ += ['WIDERFaceDataset', 'generate_wider_face']
