@@ -21,3 +21,22 @@ def fake_results(anns, num_classes, seed=0, n_extra=2, span=60):
             per.append(np.array(dets, dtype=np.float32).reshape(-1, 5))
         out.append(per)
     return out
+
+
+def with_box_masks(data_infos, results):
+    """``(bbox, segm)`` results: each detection's mask the filled box, as COCO RLE."""
+    import pycocotools.mask as mask_utils
+    out = []
+    for info, per_class in zip(data_infos, results):
+        h, w = info['height'], info['width']
+        segms = []
+        for dets in per_class:
+            masks = []
+            for b in dets:
+                m = np.zeros((h, w), np.uint8, order='F')
+                x1, y1, x2, y2 = np.clip(b[:4], 0, [w, h, w, h]).astype(int)
+                m[y1:y2 + 1, x1:x2 + 1] = 1
+                masks.append(mask_utils.encode(np.asfortranarray(m)))
+            segms.append(masks)
+        out.append((per_class, segms))
+    return out
