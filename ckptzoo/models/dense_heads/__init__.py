@@ -22,3 +22,5 @@ from .pisa_retinanet_head import PISARetinaHead  # noqa: E402
 __all__ += ['PISARetinaHead']
 from .fsaf_head import FSAFHead  # noqa: E402
 __all__ += ['FSAFHead']
+from .yolof_head import YOLOFHead  # noqa: E402
+__all__ += ['YOLOFHead']

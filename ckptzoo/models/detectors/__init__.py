@@ -22,3 +22,5 @@ from .scnet import SCNet  # noqa: E402
 __all__ += ['SCNet']
 from .fsaf import FSAF  # noqa: E402
 __all__ += ['FSAF']
+from .yolof import YOLOF  # noqa: E402
+__all__ += ['YOLOF']
