@@ -53,7 +53,8 @@ class YOLOFHead(LevelUnitsMixin, AnchorHead):
         cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
         **kwargs: :class:`AnchorHead` arguments (the anchor generator needs one stride).
 
-    Initialised as mmdet's ``init_weights`` does (Normal(std=0.01) convs with zero bias, norms
+    Under fp16 the score normalisation clamps its exponentials at the dtype's largest value
+    (mmdet's 1e8 clamp fails in half precision). Initialised as mmdet's ``init_weights`` does (Normal(std=0.01) convs with zero bias, norms
     1 / 0, ``cls_score`` bias at the 0.01 prior) whatever ``init_cfg`` says, except
     ``Pretrained``.
     """
@@ -103,8 +104,11 @@ class YOLOFHead(LevelUnitsMixin, AnchorHead):
         reg_feat = self.bbox_subnet(feature)
         bbox_reg = self.bbox_pred(reg_feat)
         objectness = self.object_pred(reg_feat).view(n, -1, 1, h, w)
+        # mmdet clamps the exponentials at 1e8, which fp16 cannot hold (its clamp fails);
+        # the largest finite value of the dtype below that keeps float32 results unchanged
+        top = min(INF, torch.finfo(cls_score.dtype).max)
         normalized = cls_score + objectness - torch.log(
-            1. + torch.clamp(cls_score.exp(), max=INF) + torch.clamp(objectness.exp(), max=INF))
+            1. + torch.clamp(cls_score.exp(), max=top) + torch.clamp(objectness.exp(), max=top))
         return normalized.view(n, -1, h, w), bbox_reg
 
     # ---------------------------------------------------------------- targets
