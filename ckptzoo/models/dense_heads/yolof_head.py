@@ -54,9 +54,9 @@ class YOLOFHead(LevelUnitsMixin, AnchorHead):
         **kwargs: :class:`AnchorHead` arguments (the anchor generator needs one stride).
 
     Under fp16 the score normalisation clamps its exponentials at the dtype's largest value
-    (mmdet's 1e8 clamp fails in half precision). Initialised as mmdet's ``init_weights`` does (Normal(std=0.01) convs with zero bias, norms
-    1 / 0, ``cls_score`` bias at the 0.01 prior) whatever ``init_cfg`` says, except
-    ``Pretrained``.
+    (mmdet's 1e8 clamp fails in half precision). Initialised as mmdet's ``init_weights`` does
+    (Normal(std=0.01) convs with zero bias, norms 1 / 0, ``cls_score`` bias at the 0.01 prior)
+    whatever ``init_cfg`` says, except ``Pretrained``.
     """
 
     def __init__(self, num_classes, in_channels, num_cls_convs=2, num_reg_convs=4,
