@@ -62,6 +62,9 @@ class YOLOFHead(LevelUnitsMixin, AnchorHead):
     def __init__(self, num_classes, in_channels, num_cls_convs=2, num_reg_convs=4,
                  norm_cfg=dict(type='BN', requires_grad=True), with_cp=False,
                  cp_use_reentrant=False, **kwargs):
+        for name, value in (('num_cls_convs', num_cls_convs), ('num_reg_convs', num_reg_convs)):
+            if not (isinstance(value, int) and value >= 0):
+                raise ValueError(f'{name} must be a non-negative int, got {value!r}')
         self.num_cls_convs = num_cls_convs
         self.num_reg_convs = num_reg_convs
         self.norm_cfg = norm_cfg

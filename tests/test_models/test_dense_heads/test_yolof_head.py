@@ -95,6 +95,8 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match='one stride'):
         _head(anchor_generator=dict(type='AnchorGenerator', ratios=[1.0], scales=[1],
                                     strides=[16, 32]))
+    with pytest.raises(ValueError, match='num_reg_convs must be a non-negative int, got -1'):
+        _head(num_reg_convs=-1)
     head = _head()
     with pytest.raises(ValueError, match='expects 1 levels'):
         head(inputs(strides=(16, 32))[0])
