@@ -41,3 +41,6 @@ __all__ += ['SSDHead']
 from .yolo_head import YOLOV3Head  # noqa: E402
 
 __all__ += ['YOLOV3Head']
+
+from .yolof_head import YOLOFHead  # noqa: E402
+__all__ += ['YOLOFHead']

@@ -15,3 +15,6 @@ __all__ += ['CenterRegionAssigner']
 from .grid_assigner import GridAssigner  # noqa: E402
 
 __all__ += ['GridAssigner']
+
+from .uniform_assigner import UniformAssigner  # noqa: E402
+__all__ += ['UniformAssigner']
