@@ -17,3 +17,8 @@ from .coder import BucketingBBoxCoder  # noqa: E402
 from .transforms import bbox_rescale  # noqa: E402
 
 __all__ += ['BucketingBBoxCoder', 'bbox_rescale']
+
+# guided anchoring's / SABL's assigner
+from .assigners import ApproxMaxIoUAssigner  # noqa: E402
+
+__all__ += ['ApproxMaxIoUAssigner']
