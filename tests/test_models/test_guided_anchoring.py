@@ -148,3 +148,14 @@ def test_head_levels_checkpointed_give_identical_losses_and_grads(make):
     assert log_cp == log_plain and grads_cp.keys() == grads_plain.keys()
     for name, grad in grads_plain.items():
         assert torch.equal(grads_cp[name], grad), name
+
+
+@pytest.mark.parametrize('make', [ga_retinanet_cfg, ga_faster_cfg])
+def test_fp16_train_step_is_finite(make):
+    from ckptzoo.runner.fp16 import wrap_fp16_model
+    model = wrap_fp16_model(_build(make()))
+    out = model.train_step(det_batch(), None)
+    assert out['loss'].dtype == torch.float32
+    assert all(np.isfinite(v) for v in out['log_vars'].values())
+    out['loss'].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
