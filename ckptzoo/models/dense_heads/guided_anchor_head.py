@@ -87,7 +87,9 @@ class GuidedAnchorHead(LevelUnitsMixin, AnchorHead):
         deform_groups (int): of the :class:`FeatureAdaption` conv.
         loc_filter_thr (float): at test, positions whose location score is below it are
             dropped (and their convs masked to 0, as mmdet's ``MaskedConv2d``).
-        loss_loc (dict): location loss (Focal); loss_shape (dict): shape loss (BoundedIoU).
+        loss_loc (dict): location loss (Focal), the centres its positives (mmdet 2.x took
+            them as background: fixed, see :meth:`loss_loc_single`).
+        loss_shape (dict): shape loss (BoundedIoU).
         train_cfg (dict): :class:`AnchorHead`'s keys plus ``ga_assigner``, ``ga_sampler``
             (shape targets; PseudoSampler when absent), ``center_ratio`` / ``ignore_ratio``
             (the positive and ignored centre regions of the location targets).
@@ -373,10 +375,16 @@ class GuidedAnchorHead(LevelUnitsMixin, AnchorHead):
                                avg_factor=anchor_total_num)
 
     def loss_loc_single(self, loc_pred, loc_target, loc_weight, loc_avg_factor):
-        """``loss_loc`` of one level on the location targets as mmdet passes them (target 1
-        is label 1 of a one-class loss)."""
-        return self.loss_loc(loc_pred.reshape(-1, 1), loc_target.reshape(-1).long(),
-                             loc_weight.reshape(-1), avg_factor=loc_avg_factor)
+        """``loss_loc`` of one level: the centre regions (target 1) are the one class's
+        positives, label 0, the rest background, label 1 (mmdet 2.x's label convention).
+
+        Fixed over mmdet 2.x, which passed the targets themselves as labels (mmdet 1.x's
+        convention, where label 1 was the first class): its one-class focal loss took the
+        centres as background and trained the location map inverted (high away from objects),
+        against the paper and the test-time filter that keeps high-scoring positions."""
+        labels = (loc_target.reshape(-1) == 0).long()
+        return self.loss_loc(loc_pred.reshape(-1, 1), labels, loc_weight.reshape(-1),
+                             avg_factor=loc_avg_factor)
 
     @force_fp32(apply_to=('cls_scores', 'bbox_preds', 'shape_preds', 'loc_preds'))
     def loss(self, cls_scores, bbox_preds, shape_preds, loc_preds, gt_bboxes, gt_labels,

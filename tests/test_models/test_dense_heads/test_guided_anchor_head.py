@@ -156,3 +156,17 @@ def test_with_cp_sets_full_on_every_level():
     assert set(head.checkpoint_plan().values()) == {'full'}
     with pytest.raises(TypeError, match='with_cp'):
         _head(with_cp='full')
+
+
+def test_the_centres_are_the_location_losss_positives():
+    """Fixed over mmdet 2.x (which trained the centres as background): a confident location
+    score on a centre costs little, on a negative region much."""
+    head = _head()
+    target = torch.tensor([1., 0.]).view(1, 1, 1, 2)
+    weight = torch.ones_like(target)
+    confident = torch.full((1, 1, 1, 2), 5.)
+    per_position = head.loss_loc_single(confident, target, weight, 1.0)
+    centre = head.loss_loc_single(confident[..., :1], target[..., :1], weight[..., :1], 1.0)
+    p = torch.sigmoid(torch.tensor(5.))
+    torch.testing.assert_close(centre, 0.25 * (1 - p) ** 2 * -torch.log(p))
+    torch.testing.assert_close(per_position - centre, 0.75 * p ** 2 * -torch.log(1 - p))
