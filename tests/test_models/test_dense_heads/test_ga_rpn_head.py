@@ -74,3 +74,19 @@ def test_every_checkpoint_mode_is_exact(mode, reentrant):
     losses, grads = train_run(head, with_labels=False)
     assert losses == ref[0] and grads.keys() == ref[1].keys()
     assert all(torch.equal(grads[k], ref[1][k]) for k in grads)
+
+
+def test_softmax_scores_the_foreground_logit():
+    """mmdet's GARPNHead failed on a softmax loss_cls (its 2D scores met a 1D mask)."""
+    head = _head(loss_cls=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0))
+    assert head.conv_cls.out_channels == 2
+    losses, _ = train_run(head, with_labels=False)
+    assert all(math.isfinite(x) for v in losses.values() for x in v)
+    head.eval()
+    feats, metas, _, _ = inputs()
+    with torch.no_grad():
+        outs = head(feats)
+        proposals = head.get_bboxes(*outs, img_metas=metas)
+    fg = [c.permute(0, 2, 3, 1).reshape(2, -1, 2).softmax(-1)[..., 0] for c in outs[0]]
+    best = max(float(f[0].max()) for f in fg)
+    assert proposals[0][0, 4].item() == pytest.approx(best)
