@@ -49,3 +49,14 @@ def test_empty_inputs_and_bad_counts():
         _assigner().assign(squares.repeat(3, 1), squares, 2, squares)
     with pytest.raises(ValueError, match='approxs_per_octave'):
         _assigner().assign(squares, squares, 0, squares)
+
+
+def test_assigning_on_the_cpu_above_gpu_assign_thr_is_the_same():
+    squares = torch.tensor([[0., 0., 10., 10.], [20., 0., 30., 10.]])
+    approxs = squares.repeat_interleave(2, dim=0)
+    gt = torch.tensor([[0., 0., 9., 10.], [21., 0., 30., 10.]])
+    labels = torch.tensor([1, 0])
+    ref = _assigner().assign(approxs, squares, 2, gt, gt_labels=labels)
+    got = _assigner(gpu_assign_thr=1).assign(approxs, squares, 2, gt, gt_labels=labels)
+    assert got.gt_inds.tolist() == ref.gt_inds.tolist() == [1, 2]
+    assert got.labels.tolist() == ref.labels.tolist() == [1, 0]

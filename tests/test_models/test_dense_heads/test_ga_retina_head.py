@@ -70,3 +70,15 @@ def test_every_checkpoint_mode_is_exact(mode, reentrant):
     losses, grads = train_run(head)
     assert losses == ref[0] and grads.keys() == ref[1].keys()
     assert all(torch.equal(grads[k], ref[1][k]) for k in grads)
+
+
+def test_no_position_kept_gives_no_detection():
+    """Every location filtered out at test: empty results (mmdet fails on torch.cat([]))."""
+    head = _head()
+    with torch.no_grad():
+        head.conv_loc.bias.fill_(-50.)
+    head.eval()
+    feats, metas, _, _ = inputs()
+    with torch.no_grad():
+        results = head.simple_test(feats, metas)
+    assert all(d.shape == (0, 5) and l.shape == (0, ) for d, l in results)

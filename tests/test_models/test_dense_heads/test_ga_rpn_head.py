@@ -90,3 +90,13 @@ def test_softmax_scores_the_foreground_logit():
     fg = [c.permute(0, 2, 3, 1).reshape(2, -1, 2).softmax(-1)[..., 0] for c in outs[0]]
     best = max(float(f[0].max()) for f in fg)
     assert proposals[0][0, 4].item() == pytest.approx(best)
+
+
+def test_no_position_kept_gives_no_proposal():
+    head = _head()
+    with torch.no_grad():
+        head.conv_loc.bias.fill_(-50.)
+    head.eval()
+    feats, metas, _, _ = inputs()
+    with torch.no_grad():
+        assert all(p.shape == (0, 5) for p in head.simple_test_rpn(feats, metas))
