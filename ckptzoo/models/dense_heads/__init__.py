@@ -44,3 +44,13 @@ __all__ += ['YOLOV3Head']
 
 from .yolof_head import YOLOFHead  # noqa: E402
 __all__ += ['YOLOFHead']
+
+from .guided_anchor_head import FeatureAdaption, GuidedAnchorHead  # noqa: E402
+from .ga_retina_head import GARetinaHead  # noqa: E402
+from .ga_rpn_head import GARPNHead  # noqa: E402
+
+__all__ += ['FeatureAdaption', 'GuidedAnchorHead', 'GARetinaHead', 'GARPNHead']
+
+from .sabl_retina_head import SABLRetinaHead  # noqa: E402
+
+__all__ += ['SABLRetinaHead']

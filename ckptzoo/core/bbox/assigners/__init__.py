@@ -18,3 +18,7 @@ __all__ += ['GridAssigner']
 
 from .uniform_assigner import UniformAssigner  # noqa: E402
 __all__ += ['UniformAssigner']
+
+from .approx_max_iou_assigner import ApproxMaxIoUAssigner  # noqa: E402
+
+__all__ += ['ApproxMaxIoUAssigner']
