@@ -6,8 +6,10 @@ import torch
 import torch.nn.functional as F
 
 from ckptzoo.registry import UnknownKeyError, build_head
-from tests.helpers.checkpointing import randomise_bn
+from tests.helpers.checkpointing import one_thread, randomise_bn
 from tests.helpers.level_heads import assert_head_mode_exact
+
+one_thread = pytest.fixture(autouse=True)(one_thread)
 
 TRAIN_CFG = dict(assigner=dict(type='MaxIoUAssigner', pos_iou_thr=0.5, neg_iou_thr=0.5,
                                min_pos_iou=0., ignore_iof_thr=-1, gt_max_assign_all=False),
