@@ -112,3 +112,14 @@ def test_overfits_one_batch():
         opt.step()
         first = out['log_vars']['loss'] if first is None else first
     assert out['log_vars']['loss'] < 0.85 * first
+
+
+def test_fp16_train_step_is_finite():
+    from ckptzoo.runner.fp16 import wrap_fp16_model
+    model = wrap_fp16_model(_model())
+    assert model.bbox_head.fp16_enabled
+    out = model.train_step(det_batch(), None)
+    assert out['loss'].dtype == torch.float32
+    assert all(np.isfinite(v) for v in out['log_vars'].values())
+    out['loss'].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
