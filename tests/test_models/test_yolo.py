@@ -123,3 +123,32 @@ def test_fp16_train_step_is_finite():
     assert all(np.isfinite(v) for v in out['log_vars'].values())
     out['loss'].backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize('mode', ['full', 'selective', 'offload'])
+def test_every_checkpoint_mode_of_the_whole_model_is_exact(mode):
+    """Losses, every gradient and BN buffers under ``{'*': mode}`` equal the plain run's
+    (float64)."""
+    batch = det_batch()
+    batch['img'] = batch['img'].double()
+    plain = _model().double()
+    planned = copy.deepcopy(plain)
+    planned.set_checkpoint_plan({'*': mode})
+    runs = []
+    for model in (plain, planned):
+        model.zero_grad()
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            out = model.train_step(copy.deepcopy(batch), None)
+        out['loss'].backward()
+        runs.append((out['log_vars'], {n: p.grad for n, p in model.named_parameters()},
+                     {n: b.clone() for n, b in model.named_buffers()}))
+    (log_p, g_p, b_p), (log_c, g_c, b_c) = runs
+    assert log_c == pytest.approx(log_p, rel=1e-12, abs=0)
+    for name, grad in g_p.items():
+        if grad is None:
+            assert g_c[name] is None, name
+        else:
+            torch.testing.assert_close(g_c[name], grad, rtol=0, atol=1e-10, msg=name)
+    for name, buf in b_p.items():
+        torch.testing.assert_close(b_c[name], buf, rtol=0, atol=0, msg=name)
