@@ -158,11 +158,13 @@ class MinIoURandomCrop:
     none found, the next mode is drawn. Boxes whose centre lies outside the patch are dropped
     (with their labels and masks), the rest clipped to it (``bbox_clip_border``) and shifted.
 
-    Fixes over mmdet (same draws, so the generator's stream stays mmdet's): the patch's left
-    and top are ``U(0, w - new_w)`` and ``U(0, h - new_h)`` (mmdet called
-    ``uniform(w - new_w)``, numpy's *low*: positions in [1, w - new_w)); an image without boxes
-    gets its masks and segmentation cropped with it (mmdet cropped only the image). With the
-    left / top values differing, the crops are mmdet's in distribution, not draw for draw.
+    Fixes over mmdet: the patch's left and top are ``U(0, w - new_w)`` and ``U(0, h - new_h)``
+    (mmdet called ``uniform(w - new_w)``, numpy's *low*: positions in [1, w - new_w)); an image
+    without boxes gets its masks and segmentation cropped with it (mmdet cropped only the
+    image). Each try draws as mmdet's does (same calls, same order), but with the left / top
+    values differing a try may be taken where mmdet's was not: the crops are mmdet's in
+    distribution, not draw for draw (with mmdet's call patched to ``uniform(0, w - new_w)``
+    they are identical, draw for draw).
     """
 
     BBOX2LABEL = {'gt_bboxes': 'gt_labels', 'gt_bboxes_ignore': 'gt_labels_ignore'}
