@@ -4,8 +4,9 @@ Every random number is drawn from numpy's global generator, in mmdet's order and
 calls (``randint(2)``, ``uniform``, ``permutation(3)``, ``choice``): under the per-sample
 generator of :mod:`ckptzoo.datasets.sample_seed` a sample's augmentation is then a function of
 (seed, epoch, index), so a resumed run draws what the uninterrupted one drew, and with numpy
-seeded alike the draws are mmdet's own. (mmdet keeps these in ``transforms.py``; they sit in
-their own module here, as that file is shared and near its size limit.)
+seeded alike the draws are mmdet's own (but see MinIoURandomCrop's fix). (mmdet keeps these in
+``transforms.py``; they sit in their own module here, as that file is shared and near its
+size limit.)
 """
 import cv2
 import numpy as np
