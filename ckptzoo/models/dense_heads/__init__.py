@@ -22,3 +22,6 @@ __all__ += ['SSDHead']
 from .yolo_head import YOLOV3Head  # noqa: E402
 
 __all__ += ['YOLOV3Head']
+from .ascend_ssd_head import AscendSSDHead  # noqa: E402
+
+__all__ += ['AscendSSDHead']

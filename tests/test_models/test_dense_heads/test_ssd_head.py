@@ -151,3 +151,20 @@ def test_bad_arguments():
         _head(train_cfg=dict(TRAIN_CFG, neg_pos_ratio=2.5))
     with pytest.raises(ValueError, match='expects 2 levels'):
         _head()([torch.zeros(1, 4, 2, 2)])
+
+
+def test_ascend_ssd_head_is_ssd_head():
+    """mmdet's Ascend (NPU) batched SSD loss is the same loss: the same head here."""
+    from ckptzoo.models.dense_heads import AscendSSDHead
+    ascend = _head(type='AscendSSDHead', train_cfg=dict(
+        TRAIN_CFG, assigner=dict(TRAIN_CFG['assigner'], type='AscendMaxIoUAssigner')))
+    plain = _head()
+    assert isinstance(ascend, AscendSSDHead) and ascend.state_dict().keys() == \
+        plain.state_dict().keys()
+    ascend.load_state_dict(plain.state_dict())
+    feats = [torch.randn(1, 4, 2, 2), torch.randn(1, 4, 1, 1)]
+    args = ([torch.tensor([[0., 0., 16., 16.]])], [torch.tensor([1])], [_meta()])
+    a, b = ascend.loss(*ascend(feats), *args), plain.loss(*plain(feats), *args)
+    assert a.keys() == b.keys() and all(torch.equal(x, y) for k in a for x, y in zip(a[k], b[k]))
+    with pytest.raises(ValueError, match='reg_decoded_bbox'):
+        _head(type='AscendSSDHead', reg_decoded_bbox=True)

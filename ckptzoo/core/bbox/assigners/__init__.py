@@ -8,3 +8,6 @@ __all__ = ['AssignResult', 'MaxIoUAssigner', 'RegionAssigner']
 from .grid_assigner import GridAssigner  # noqa: E402
 
 __all__ += ['GridAssigner']
+from .ascend_max_iou_assigner import AscendMaxIoUAssigner  # noqa: E402
+
+__all__ += ['AscendMaxIoUAssigner']
