@@ -25,3 +25,6 @@ __all__ += ['YOLOV3Head']
 from .ascend_ssd_head import AscendSSDHead  # noqa: E402
 
 __all__ += ['AscendSSDHead']
+from .pisa_ssd_head import PISASSDHead  # noqa: E402
+
+__all__ += ['PISASSDHead']

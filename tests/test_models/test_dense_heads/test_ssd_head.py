@@ -168,3 +168,24 @@ def test_ascend_ssd_head_is_ssd_head():
     assert a.keys() == b.keys() and all(torch.equal(x, y) for k in a for x, y in zip(a[k], b[k]))
     with pytest.raises(ValueError, match='reg_decoded_bbox'):
         _head(type='AscendSSDHead', reg_decoded_bbox=True)
+
+
+def test_pisa_ssd_head_adds_carl_and_reweights_positives():
+    """Without isr / carl PISASSDHead is SSDHead; CARL adds ``loss_carl``; ISR-P changes the
+    positives' weights but keeps their classification loss's sum (as mmdet's isr_p)."""
+    plain = _head()
+    feats = [torch.randn(2, 4, 2, 2), torch.randn(2, 4, 1, 1)]
+    args = ([torch.tensor([[0., 0., 16., 16.]]), torch.tensor([[1., 0., 15., 16.]])],
+            [torch.tensor([1]), torch.tensor([0])], [_meta(), _meta()])
+    ref = plain.loss(*plain(feats), *args)
+    bare = _head(type='PISASSDHead')
+    bare.load_state_dict(plain.state_dict())
+    got = bare.loss(*bare(feats), *args)
+    assert all(torch.equal(x, y) for k in ref for x, y in zip(ref[k], got[k]))
+    pisa = _head(type='PISASSDHead', train_cfg=dict(TRAIN_CFG, isr=dict(k=2., bias=0.),
+                                                    carl=dict(k=1., bias=0.2)))
+    pisa.load_state_dict(plain.state_dict())
+    losses = pisa.loss(*pisa(feats), *args)
+    assert set(losses) == {'loss_cls', 'loss_bbox', 'loss_carl'}
+    assert losses['loss_carl'].shape == (1, ) and losses['loss_carl'].item() > 0
+    torch.testing.assert_close(sum(losses['loss_bbox']), sum(ref['loss_bbox']))
