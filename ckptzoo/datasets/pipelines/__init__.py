@@ -10,3 +10,8 @@ __all__ = ['Compose', 'Collect', 'DefaultFormatBundle', 'ImageToTensor', 'ToData
            'LoadProposals',
            'MultiScaleFlipAug',
            'Normalize', 'Pad', 'RandomFlip', 'Resize', 'SegRescale']
+
+# SSD's augmentations (kept apart: the lines above are shared edits)
+from .ssd_augment import Expand, MinIoURandomCrop, PhotoMetricDistortion  # noqa: E402
+
+__all__ += ['Expand', 'MinIoURandomCrop', 'PhotoMetricDistortion']

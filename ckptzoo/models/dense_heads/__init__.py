@@ -54,3 +54,10 @@ __all__ += ['FeatureAdaption', 'GuidedAnchorHead', 'GARetinaHead', 'GARPNHead']
 from .sabl_retina_head import SABLRetinaHead  # noqa: E402
 
 __all__ += ['SABLRetinaHead']
+
+from .ascend_ssd_head import AscendSSDHead  # noqa: E402
+
+__all__ += ['AscendSSDHead']
+from .pisa_ssd_head import PISASSDHead  # noqa: E402
+
+__all__ += ['PISASSDHead']

@@ -16,8 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...registry import TASK_UTILS, check_keys
-from ...registry import MODELS
+from ...registry import MODELS, TASK_UTILS, check_keys
 from ...runner.fp16 import force_fp32
 from ...utils.cfg_get import cfg_get
 from ..losses.l1_loss import smooth_l1_loss

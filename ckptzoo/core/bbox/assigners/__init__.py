@@ -22,3 +22,7 @@ __all__ += ['UniformAssigner']
 from .approx_max_iou_assigner import ApproxMaxIoUAssigner  # noqa: E402
 
 __all__ += ['ApproxMaxIoUAssigner']
+
+from .ascend_max_iou_assigner import AscendMaxIoUAssigner  # noqa: E402
+
+__all__ += ['AscendMaxIoUAssigner']
