@@ -21,3 +21,7 @@ __all__ += ['BucketingBBoxCoder', 'bbox_rescale']
 from .coder import DistancePointBBoxCoder, bbox2distance, distance2bbox  # noqa: E402
 
 __all__ += ['DistancePointBBoxCoder', 'bbox2distance', 'distance2bbox']
+
+from .assigners import ATSSAssigner, TaskAlignedAssigner  # noqa: E402
+
+__all__ += ['ATSSAssigner', 'TaskAlignedAssigner']

@@ -7,6 +7,7 @@ from .gfl_head import GFLHead
 from .cascade_rpn_head import CascadeRPNHead, StageCascadeRPNHead
 from .retina_head import RetinaHead
 from .rpn_head import RPNHead
+from .tood_head import TOODHead
 
 __all__ = [
     'AnchorHead',
@@ -17,4 +18,5 @@ __all__ = [
     'StageCascadeRPNHead',
     'RetinaHead',
     'RPNHead',
+    'TOODHead',
 ]

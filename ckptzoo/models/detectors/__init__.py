@@ -28,3 +28,7 @@ __all__ += ['ATSS']
 from .gfl import GFL  # noqa: E402
 
 __all__ += ['GFL']
+
+from .tood import TOOD  # noqa: E402
+
+__all__ += ['TOOD']
