@@ -4,6 +4,7 @@ from .anchor_head import AnchorHead
 from .atss_head import ATSSHead
 from .base_dense_head import BaseDenseHead
 from .gfl_head import GFLHead
+from .ddod_head import DDODHead
 from .cascade_rpn_head import CascadeRPNHead, StageCascadeRPNHead
 from .retina_head import RetinaHead
 from .rpn_head import RPNHead
@@ -14,6 +15,7 @@ __all__ = [
     'ATSSHead',
     'BaseDenseHead',
     'CascadeRPNHead',
+    'DDODHead',
     'GFLHead',
     'StageCascadeRPNHead',
     'RetinaHead',

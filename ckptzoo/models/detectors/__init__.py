@@ -32,3 +32,7 @@ __all__ += ['GFL']
 from .tood import TOOD  # noqa: E402
 
 __all__ += ['TOOD']
+
+from .ddod import DDOD  # noqa: E402
+
+__all__ += ['DDOD']
