@@ -8,7 +8,9 @@ At test time the class scores are multiplied by the predicted IoU (score factors
 The per-level positive counts (``cls_num_pos_samples_per_level``) accumulate over the
 whole training run and over both branches, as in mmdet (its ``reg_num_pos_samples_per_level``
 is kept and, as in mmdet, unused); they are not in the state dict, so a resumed run starts
-counting again, as mmdet's does.
+counting again, as mmdet's does. The memory planner's probe steps do not count (the counts
+honour the probe's ``at_capacity``, as samplers do), so a planned run trains as an unplanned
+one.
 
 State-dict keys equal mmdet's. Checkpoint units: ``level{i}``, one per pyramid level."""
 from functools import partial
@@ -28,6 +30,17 @@ from .atss_head import _float_pred
 from .level_units import LevelUnitsMixin
 
 __all__ = ['DDODHead']
+
+
+class _LevelPositives:
+    """The running per-level positive counts. ``at_capacity`` is set by the memory planner's
+    probe (:func:`~ckptzoo.core.bbox.samplers.set_sampling_at_capacity`): its steps leave the
+    counts as they were."""
+
+    at_capacity = False
+
+    def __init__(self, num_levels):
+        self.counts = [0. for _ in range(num_levels)]
 
 
 @MODELS.register_module()
@@ -101,7 +114,8 @@ class DDODHead(LevelUnitsMixin, AnchorHead):
         self.atss_reg = nn.Conv2d(self.feat_channels, self.num_base_priors * 4, 3, padding=1)
         self.atss_iou = nn.Conv2d(self.feat_channels, self.num_base_priors * 1, 3, padding=1)
         self.scales = nn.ModuleList([Scale(1.0) for _ in self.prior_generator.strides])
-        self.cls_num_pos_samples_per_level = [0. for _ in self.prior_generator.strides]
+        self.level_positives = _LevelPositives(self.prior_generator.num_levels)
+        self.cls_num_pos_samples_per_level = self.level_positives.counts
         self.reg_num_pos_samples_per_level = [0. for _ in self.prior_generator.strides]
 
     def _init_ddod_weights(self):
@@ -165,14 +179,16 @@ class DDODHead(LevelUnitsMixin, AnchorHead):
 
     def calc_reweight_factor(self, labels_list):
         """Adds each level's positives to the running counts; the level with the fewest gets
-        factor 2, the most 1, linearly between."""
+        factor 2, the most 1, linearly between (the counts stay as they were while the
+        planner's probe runs)."""
+        counts = self.cls_num_pos_samples_per_level
+        if self.level_positives.at_capacity:
+            counts = list(counts)
         for i, labels in enumerate(labels_list):
-            self.cls_num_pos_samples_per_level[i] += int(
-                ((labels >= 0) & (labels < self.num_classes)).sum())
-        low = min(self.cls_num_pos_samples_per_level)
-        high = max(self.cls_num_pos_samples_per_level)
+            counts[i] += int(((labels >= 0) & (labels < self.num_classes)).sum())
+        low, high = min(counts), max(counts)
         interval = 1. / (high - low + 1e-10)
-        return [2. - (n - low) * interval for n in self.cls_num_pos_samples_per_level]
+        return [2. - (n - low) * interval for n in counts]
 
     @force_fp32(apply_to=('cls_scores', 'bbox_preds', 'iou_preds'))
     def loss(self, cls_scores, bbox_preds, iou_preds, gt_bboxes, gt_labels, img_metas,

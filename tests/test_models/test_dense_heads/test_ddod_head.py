@@ -149,3 +149,16 @@ def test_config_errors_name_the_bad_value():
         _head(train_cfg=dict(TRAIN_CFG, sampler=dict(type='RandomSampler', num=8)))
     with pytest.raises(ValueError, match='stacked_convs must be a positive int, got 0'):
         _head(stacked_convs=0)
+
+
+def test_the_planners_probe_steps_do_not_count():
+    from ckptzoo.core.bbox.samplers import restore_sampling_at_capacity, set_sampling_at_capacity
+    head = _head()
+    labels = [torch.tensor([[0, 2, 2], [1, 1, 2]]), torch.tensor([[2, 0]])]
+    states = set_sampling_at_capacity(head, True)
+    assert head.level_positives in [s for s, _ in states]
+    assert head.calc_reweight_factor(labels) == pytest.approx([1.0, 2.0])
+    assert head.cls_num_pos_samples_per_level == [0., 0.]
+    restore_sampling_at_capacity(states)
+    head.calc_reweight_factor(labels)
+    assert head.cls_num_pos_samples_per_level == [3, 1]
