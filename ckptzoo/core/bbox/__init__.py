@@ -18,9 +18,16 @@ from .transforms import bbox_rescale  # noqa: E402
 
 __all__ += ['BucketingBBoxCoder', 'bbox_rescale']
 
-from .coder import DistancePointBBoxCoder, bbox2distance, distance2bbox  # noqa: E402
+# anchor-free heads' distance coding
+from .coder import DistancePointBBoxCoder  # noqa: E402
+from .transforms import bbox2distance, distance2bbox  # noqa: E402
 
 __all__ += ['DistancePointBBoxCoder', 'bbox2distance', 'distance2bbox']
+
+# guided anchoring's / SABL's assigner
+from .assigners import ApproxMaxIoUAssigner  # noqa: E402
+
+__all__ += ['ApproxMaxIoUAssigner']
 
 from .assigners import ATSSAssigner, TaskAlignedAssigner  # noqa: E402
 

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 __all__ = ['bbox2roi', 'bbox_rescale', 'roi2bbox', 'bbox2result', 'bbox_flip', 'bbox_mapping',
-           'bbox_mapping_back']
+           'bbox_mapping_back', 'distance2bbox', 'bbox2distance']
 
 FLIP_DIRECTIONS = ('horizontal', 'vertical', 'diagonal')
 
@@ -93,3 +93,33 @@ def bbox_rescale(bboxes, scale_factor=1.0):
     h = (boxes[:, 3] - boxes[:, 1]) * scale_factor
     out = [cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h]
     return torch.stack(([bboxes[:, 0]] if rois else []) + out, dim=-1)
+
+
+def distance2bbox(points, distance, max_shape=None):
+    """Points ``[..., 2]`` and distances to the four sides ``(left, top, right, bottom)`` to
+    boxes, clipped to ``max_shape`` ``(h, w, ...)`` (one per image for batched points)."""
+    x1 = points[..., 0] - distance[..., 0]
+    y1 = points[..., 1] - distance[..., 1]
+    x2 = points[..., 0] + distance[..., 2]
+    y2 = points[..., 1] + distance[..., 3]
+    bboxes = torch.stack([x1, y1, x2, y2], -1)
+    if max_shape is None:
+        return bboxes
+    if not isinstance(max_shape, torch.Tensor):
+        max_shape = x1.new_tensor(max_shape)
+    max_shape = max_shape[..., :2].type_as(x1)
+    if max_shape.ndim == 2 and (bboxes.ndim != 3 or max_shape.size(0) != bboxes.size(0)):
+        raise ValueError(f'one max_shape per image: got {max_shape.size(0)} for boxes of shape '
+                         f'{tuple(bboxes.shape)}')
+    max_xy = torch.cat([max_shape, max_shape], dim=-1).flip(-1).unsqueeze(-2)
+    return torch.minimum(bboxes.clamp(min=0), max_xy)
+
+
+def bbox2distance(points, bbox, max_dis=None, eps=0.1):
+    """Boxes to the distances from ``points`` to their four sides, clipped to
+    ``[0, max_dis - eps]`` when ``max_dis`` is given (GFL's distributions)."""
+    dist = torch.stack([points[:, 0] - bbox[:, 0], points[:, 1] - bbox[:, 1],
+                        bbox[:, 2] - points[:, 0], bbox[:, 3] - points[:, 1]], -1)
+    if max_dis is not None:
+        dist = dist.clamp(min=0, max=max_dis - eps)
+    return dist

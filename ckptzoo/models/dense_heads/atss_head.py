@@ -193,7 +193,7 @@ class ATSSHead(LevelUnitsMixin, ATSSTargetsMixin, AnchorHead):
                                          self.pred_kernel_size, padding=pad)
         self.scales = nn.ModuleList([Scale(1.0) for _ in self.prior_generator.strides])
 
-    def _level_forward(self, i):
+    def _level_function(self, i):
         return partial(self.forward_single, scale=self.scales[i])
 
     def forward_single(self, x, scale):

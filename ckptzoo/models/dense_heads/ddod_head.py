@@ -126,7 +126,7 @@ class DDODHead(LevelUnitsMixin, AnchorHead):
         normal_init(self.atss_iou, std=0.01)
         normal_init(self.atss_cls, std=0.01, bias=bias_init_with_prob(0.01))
 
-    def _level_forward(self, i):
+    def _level_function(self, i):
         return partial(self.forward_single, scale=self.scales[i])
 
     def forward_single(self, x, scale):

@@ -102,7 +102,7 @@ class GFLHead(LevelUnitsMixin, ATSSTargetsMixin, AnchorHead):
         self.gfl_reg = nn.Conv2d(self.feat_channels, 4 * (self.reg_max + 1), 3, padding=1)
         self.scales = nn.ModuleList([Scale(1.0) for _ in self.prior_generator.strides])
 
-    def _level_forward(self, i):
+    def _level_function(self, i):
         return partial(self.forward_single, scale=self.scales[i])
 
     def forward_single(self, x, scale):

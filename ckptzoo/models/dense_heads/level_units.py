@@ -21,15 +21,15 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
         self.level_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
                             for _ in range(self.prior_generator.num_levels)]
 
-    def _checkpoint_steps(self):
-        return [[unit_step(f'level{i}', unit, self._level_forward(i), self)]
-                for i, unit in enumerate(self.level_units)]
-
-    def _level_forward(self, i):
-        """What level ``i``'s unit runs on that level's feature: ``forward_single``, or (a
-        head with per-level modules or constants, e.g. the ``Scale`` of ATSS / GFL / TOOD) a
-        ``functools.partial`` of it binding them."""
+    def _level_function(self, level):
+        """What level ``level`` runs on its feature map: ``forward_single``, or (heads whose
+        levels differ by a ``Scale`` or a stride) a partial of it with that level's
+        arguments."""
         return self.forward_single
+
+    def _checkpoint_steps(self):
+        return [[unit_step(f'level{i}', unit, self._level_function(i), self)]
+                for i, unit in enumerate(self.level_units)]
 
     def forward(self, feats):
         """Each output of ``forward_single`` as a list over levels (``(cls_scores, bbox_preds)``,
@@ -37,6 +37,6 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
         if len(feats) != len(self.level_units):
             raise ValueError(f'{type(self).__name__} expects {len(self.level_units)} levels '
                              f'(one per anchor stride), got {len(feats)}')
-        outs = [unit(self._level_forward(i), x, module=self)
+        outs = [unit(self._level_function(i), x, module=self)
                 for i, (unit, x) in enumerate(zip(self.level_units, feats))]
         return tuple(list(o) for o in zip(*outs))

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torchvision.ops import deform_conv2d
 
 from ...core.anchor import anchor_inside_flags, images_to_levels
-from ...core.bbox.coder.distance_point_bbox_coder import distance2bbox
+from ...core.bbox import distance2bbox
 from ...core.utils import reduce_mean, unmap
 from ...registry import MODELS, TASK_UTILS
 from ...runner.fp16 import force_fp32
@@ -176,7 +176,7 @@ class TOODHead(ATSSHead):
         self.epoch = epoch
 
     # --------------------------------------------------------------- forward
-    def _level_forward(self, i):
+    def _level_function(self, i):
         return partial(self.forward_single, scale=self.scales[i], level=i)
 
     def forward_single(self, x, scale, level):

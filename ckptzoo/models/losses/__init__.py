@@ -23,3 +23,6 @@ from .gfocal_loss import (DistributionFocalLoss, QualityFocalLoss,  # noqa: E402
 
 __all__ += ['QualityFocalLoss', 'DistributionFocalLoss', 'quality_focal_loss',
             'quality_focal_loss_with_prob', 'distribution_focal_loss']
+
+from .ghm_loss import GHMC, GHMR  # noqa: E402
+__all__ += ['GHMC', 'GHMR']

@@ -1,28 +1,42 @@
 import pytest
 import torch
 
+from ckptzoo.core.bbox import DistancePointBBoxCoder, bbox2distance, distance2bbox
 from ckptzoo.registry import TASK_UTILS
 
 
-def test_encode_decode_round_trip_and_clipping():
+def test_encode_decode_round_trip_by_hand():
     coder = TASK_UTILS.build(dict(type='DistancePointBBoxCoder'))
-    points = torch.tensor([[10., 10.], [30., 20.]])
-    boxes = torch.tensor([[4., 2., 20., 16.], [25., 5., 40., 35.]])
+    points = torch.tensor([[10., 20.], [5., 5.]])
+    boxes = torch.tensor([[4., 8., 30., 25.], [0., 1., 9., 6.]])
     dist = coder.encode(points, boxes)
-    torch.testing.assert_close(dist, torch.tensor([[6., 8., 10., 6.], [5., 15., 10., 15.]]))
-    torch.testing.assert_close(coder.decode(points, dist), boxes)
-    # max_dis: clamped to [0, max_dis - eps]
-    torch.testing.assert_close(coder.encode(points, boxes, max_dis=8, eps=0.1),
-                               torch.tensor([[6., 7.9, 7.9, 6.], [5., 7.9, 7.9, 7.9]]))
-    # clipped to (h, w) = (30, 36)
-    torch.testing.assert_close(coder.decode(points, dist, max_shape=(30, 36, 3)),
-                               torch.tensor([[4., 2., 20., 16.], [25., 5., 36., 30.]]))
-    # a batch with one shape per image
-    batched = coder.decode(points[None].expand(2, 2, 2), dist[None].expand(2, 2, 4),
-                           max_shape=[(30, 36), (100, 100)])
-    torch.testing.assert_close(batched[0], torch.tensor([[4., 2., 20., 16.], [25., 5., 36., 30.]]))
-    torch.testing.assert_close(batched[1], boxes)
-    no_clip = TASK_UTILS.build(dict(type='DistancePointBBoxCoder', clip_border=False))
-    torch.testing.assert_close(no_clip.decode(points, dist, max_shape=(30, 36)), boxes)
-    with pytest.raises(ValueError, match=r'points must be \[N, 2\]'):
-        coder.encode(points, boxes[:1])
+    assert dist.tolist() == [[6, 12, 20, 5], [5, 4, 4, 1]]
+    assert torch.equal(coder.decode(points, dist), boxes)
+
+
+def test_decode_clips_to_the_image_unless_told_not_to():
+    points = torch.tensor([[10., 10.]])
+    dist = torch.tensor([[20., 5., 50., 3.]])
+    assert DistancePointBBoxCoder().decode(points, dist, (12, 40, 3)).tolist() == \
+        [[0, 5, 40, 12]]
+    assert DistancePointBBoxCoder(clip_border=False).decode(points, dist, (12, 40)).tolist() \
+        == [[-10, 5, 60, 13]]
+
+
+def test_batched_decode_clips_each_image_to_its_shape():
+    points = torch.tensor([[[10., 10.]], [[10., 10.]]])
+    dist = torch.full((2, 1, 4), 30.)
+    out = distance2bbox(points, dist, [(20, 25), (35, 15)])
+    assert out.tolist() == [[[0, 0, 25, 20]], [[0, 0, 15, 35]]]
+
+
+def test_max_dis_clamps_the_distances():
+    points = torch.tensor([[10., 10.]])
+    boxes = torch.tensor([[12., -20., 40., 11.]])
+    assert torch.allclose(bbox2distance(points, boxes, max_dis=16),
+                          torch.tensor([[0., 15.9, 15.9, 1.]]))
+
+
+def test_shapes_are_checked():
+    with pytest.raises(ValueError, match=r'\[n, 2\] points'):
+        DistancePointBBoxCoder().encode(torch.zeros(2, 3), torch.zeros(2, 4))
