@@ -5,9 +5,11 @@ from .anchor_head import AnchorHead
 from .atss_head import ATSSHead
 from .base_dense_head import BaseDenseHead
 from .gfl_head import GFLHead
+from .ddod_head import DDODHead
 from .cascade_rpn_head import CascadeRPNHead, StageCascadeRPNHead
 from .retina_head import RetinaHead
 from .rpn_head import RPNHead
+from .tood_head import TOODHead
 
 __all__ = [
     'AnchorFreeHead',
@@ -15,10 +17,12 @@ __all__ = [
     'ATSSHead',
     'BaseDenseHead',
     'CascadeRPNHead',
+    'DDODHead',
     'GFLHead',
     'StageCascadeRPNHead',
     'RetinaHead',
     'RPNHead',
+    'TOODHead',
 ]
 
 from .fcos_head import FCOSHead  # noqa: E402

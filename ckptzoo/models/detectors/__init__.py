@@ -42,3 +42,11 @@ __all__ += ['YOLOV3']
 
 from .yolof import YOLOF  # noqa: E402
 __all__ += ['YOLOF']
+
+from .tood import TOOD  # noqa: E402
+
+__all__ += ['TOOD']
+
+from .ddod import DDOD  # noqa: E402
+
+__all__ += ['DDOD']

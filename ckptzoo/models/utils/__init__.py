@@ -26,3 +26,4 @@ from .merge_cells import BaseMergeCell, ConcatCell, GlobalPoolingCell, SumCell  
 from .conv_aws import ConvAWS2d  # noqa: F401
 from .saconv import SAConv2d  # noqa: F401
 from .scale import Scale  # noqa: F401
+from .sigmoid_geometric_mean import SigmoidGeometricMean, sigmoid_geometric_mean  # noqa: F401

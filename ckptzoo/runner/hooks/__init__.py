@@ -32,3 +32,7 @@ __all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook'
            'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook',
            'WandbLoggerHook', 'MlflowLoggerHook', 'BaseEMAHook', 'EMAHook', 'ExpMomentumEMAHook',
            'LinearMomentumEMAHook']
+
+from .set_epoch_info_hook import SetEpochInfoHook  # noqa: E402
+
+__all__ += ['SetEpochInfoHook']

@@ -26,3 +26,7 @@ __all__ += ['ApproxMaxIoUAssigner']
 from .ascend_max_iou_assigner import AscendMaxIoUAssigner  # noqa: E402
 
 __all__ += ['AscendMaxIoUAssigner']
+
+from .task_aligned_assigner import TaskAlignedAssigner  # noqa: E402
+
+__all__ += ['TaskAlignedAssigner']
