@@ -20,3 +20,7 @@ __all__ = [
 from .fcos_head import FCOSHead  # noqa: E402
 
 __all__ += ['FCOSHead']
+
+from .nasfcos_head import NASFCOSHead  # noqa: E402
+
+__all__ += ['NASFCOSHead']

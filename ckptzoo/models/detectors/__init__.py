@@ -24,3 +24,7 @@ __all__ += ['SCNet']
 from .fcos import FCOS  # noqa: E402
 
 __all__ += ['FCOS']
+
+from .nasfcos import NASFCOS  # noqa: E402
+
+__all__ += ['NASFCOS']
