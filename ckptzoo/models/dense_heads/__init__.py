@@ -24,3 +24,7 @@ __all__ += ['FCOSHead']
 from .nasfcos_head import NASFCOSHead  # noqa: E402
 
 __all__ += ['NASFCOSHead']
+
+from .autoassign_head import AutoAssignHead, CenterPrior  # noqa: E402
+
+__all__ += ['AutoAssignHead', 'CenterPrior']

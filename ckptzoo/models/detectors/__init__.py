@@ -28,3 +28,7 @@ __all__ += ['FCOS']
 from .nasfcos import NASFCOS  # noqa: E402
 
 __all__ += ['NASFCOS']
+
+from .autoassign import AutoAssign  # noqa: E402
+
+__all__ += ['AutoAssign']
