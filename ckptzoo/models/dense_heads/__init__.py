@@ -28,3 +28,7 @@ __all__ += ['NASFCOSHead']
 from .autoassign_head import AutoAssignHead, CenterPrior  # noqa: E402
 
 __all__ += ['AutoAssignHead', 'CenterPrior']
+
+from .fovea_head import FeatureAlign, FoveaHead  # noqa: E402
+
+__all__ += ['FeatureAlign', 'FoveaHead']

@@ -32,3 +32,7 @@ __all__ += ['NASFCOS']
 from .autoassign import AutoAssign  # noqa: E402
 
 __all__ += ['AutoAssign']
+
+from .fovea import FOVEA  # noqa: E402
+
+__all__ += ['FOVEA']
