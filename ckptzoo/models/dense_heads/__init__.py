@@ -32,3 +32,7 @@ __all__ += ['AutoAssignHead', 'CenterPrior']
 from .fovea_head import FeatureAlign, FoveaHead  # noqa: E402
 
 __all__ += ['FeatureAlign', 'FoveaHead']
+
+from .centernet_head import CenterNetHead  # noqa: E402
+
+__all__ += ['CenterNetHead']

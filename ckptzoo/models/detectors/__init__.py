@@ -36,3 +36,7 @@ __all__ += ['AutoAssign']
 from .fovea import FOVEA  # noqa: E402
 
 __all__ += ['FOVEA']
+
+from .centernet import CenterNet  # noqa: E402
+
+__all__ += ['CenterNet']

@@ -16,3 +16,7 @@ __all__ = ['Accuracy', 'accuracy', 'CrossEntropyLoss', 'mask_cross_entropy', 'Fo
            'weight_reduce_loss', 'weighted_loss', 'IoULoss', 'BoundedIoULoss', 'DIoULoss',
            'CIoULoss', 'iou_loss', 'bounded_iou_loss', 'giou_loss', 'diou_loss', 'ciou_loss',
            'BalancedL1Loss', 'balanced_l1_loss', 'SeesawLoss']
+
+from .gaussian_focal_loss import GaussianFocalLoss, gaussian_focal_loss  # noqa: E402
+
+__all__ += ['GaussianFocalLoss', 'gaussian_focal_loss']
