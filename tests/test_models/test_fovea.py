@@ -46,3 +46,18 @@ def test_train_step_and_results(head_kw):
 @pytest.mark.parametrize('mode', [None, 'full', 'selective', 'offload'])
 def test_every_mode_on_the_head_levels_equals_plain(monkeypatch, mode):
     assert_every_mode_exact(monkeypatch, _cfg(**ALIGN), mode)
+
+
+def test_aug_test_of_one_augmentation_twice_is_the_single_test():
+    """FoveaHead's per-level decoding without NMS feeds BaseDenseHead's aug_test."""
+    import torch
+
+    from tests.helpers.detectors import img_meta
+    model = build(_cfg(**ALIGN))
+    model.eval()
+    img = batch()['img'][:1]
+    with torch.no_grad():
+        single = model.simple_test(img, [img_meta()], rescale=True)[0]
+        twice = model.aug_test([img, img], [[img_meta()], [img_meta()]], rescale=True)[0]
+    for a, b in zip(single, twice):
+        np.testing.assert_array_equal(a, b)
