@@ -19,3 +19,16 @@ __all__ = ['DistributedGroupSampler', 'DistributedSampler', 'GroupSampler', 'See
            'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset',
            'RepeatDataset', 'StandInDataset',
            'SYNTHETIC_CLASSES', 'generate_coco', 'generate_voc', 'VOCDataset', 'XMLDataset']
+from .wider_face import WIDERFaceDataset  # noqa: E402
+from .synthetic_wider_face import generate_wider_face  # noqa: E402
+
+__all__ += ['WIDERFaceDataset', 'generate_wider_face']
+from .deepfashion import DeepFashionDataset  # noqa: E402
+from .objects365 import Objects365V1Dataset, Objects365V2Dataset  # noqa: E402
+from .cityscapes import CityscapesDataset  # noqa: E402
+
+__all__ += ['DeepFashionDataset', 'Objects365V1Dataset', 'Objects365V2Dataset',
+            'CityscapesDataset']
+from .synthetic_coco_variants import generate_coco_variant  # noqa: E402
+
+__all__ += ['generate_coco_variant']
