@@ -5,3 +5,7 @@ __all__ = ['unmap']
 from .dist_utils import reduce_mean  # noqa: E402
 
 __all__ += ['reduce_mean']
+
+from .misc import flip_tensor  # noqa: E402
+
+__all__ += ['flip_tensor']

@@ -65,3 +65,19 @@ __all__ += ['AscendSSDHead']
 from .pisa_ssd_head import PISASSDHead  # noqa: E402
 
 __all__ += ['PISASSDHead']
+
+from .nasfcos_head import NASFCOSHead  # noqa: E402
+
+__all__ += ['NASFCOSHead']
+
+from .autoassign_head import AutoAssignHead, CenterPrior  # noqa: E402
+
+__all__ += ['AutoAssignHead', 'CenterPrior']
+
+from .fovea_head import FeatureAlign, FoveaHead  # noqa: E402
+
+__all__ += ['FeatureAlign', 'FoveaHead']
+
+from .centernet_head import CenterNetHead  # noqa: E402
+
+__all__ += ['CenterNetHead']

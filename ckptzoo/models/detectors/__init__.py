@@ -50,3 +50,19 @@ __all__ += ['TOOD']
 from .ddod import DDOD  # noqa: E402
 
 __all__ += ['DDOD']
+
+from .nasfcos import NASFCOS  # noqa: E402
+
+__all__ += ['NASFCOS']
+
+from .autoassign import AutoAssign  # noqa: E402
+
+__all__ += ['AutoAssign']
+
+from .fovea import FOVEA  # noqa: E402
+
+__all__ += ['FOVEA']
+
+from .centernet import CenterNet  # noqa: E402
+
+__all__ += ['CenterNet']
