@@ -16,3 +16,7 @@ __all__ = [
     'RetinaHead',
     'RPNHead',
 ]
+
+from .reppoints_head import RepPointsHead  # noqa: E402
+
+__all__ += ['RepPointsHead']

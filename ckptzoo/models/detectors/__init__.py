@@ -20,3 +20,7 @@ __all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'GridRCNN',
 from .scnet import SCNet  # noqa: E402
 
 __all__ += ['SCNet']
+
+from .reppoints_detector import RepPointsDetector  # noqa: E402
+
+__all__ += ['RepPointsDetector']

@@ -3,3 +3,7 @@ from .max_iou_assigner import MaxIoUAssigner
 from .region_assigner import RegionAssigner
 
 __all__ = ['AssignResult', 'MaxIoUAssigner', 'RegionAssigner']
+
+from .point_assigner import PointAssigner  # noqa: E402
+
+__all__ += ['PointAssigner']
