@@ -2,7 +2,9 @@
 pyramid level of a head a checkpoint unit (ours: mmdet has no such module)."""
 from .anchor_free_head import AnchorFreeHead
 from .anchor_head import AnchorHead
+from .atss_head import ATSSHead
 from .base_dense_head import BaseDenseHead
+from .gfl_head import GFLHead
 from .cascade_rpn_head import CascadeRPNHead, StageCascadeRPNHead
 from .retina_head import RetinaHead
 from .rpn_head import RPNHead
@@ -10,8 +12,10 @@ from .rpn_head import RPNHead
 __all__ = [
     'AnchorFreeHead',
     'AnchorHead',
+    'ATSSHead',
     'BaseDenseHead',
     'CascadeRPNHead',
+    'GFLHead',
     'StageCascadeRPNHead',
     'RetinaHead',
     'RPNHead',

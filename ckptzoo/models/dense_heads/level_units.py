@@ -28,8 +28,15 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
         return self.forward_single
 
     def _checkpoint_steps(self):
-        return [[unit_step(f'level{i}', unit, self._level_function(i), self)]
+        return [[unit_step(f'level{i}', unit, self._level_forward(i), self)]
                 for i, unit in enumerate(self.level_units)]
+
+    def _level_forward(self, i):
+        """What level ``i``'s unit runs on that level's feature: :meth:`_level_function`, or (a
+        head with per-level modules or constants, e.g. the ``Scale`` of ATSS / GFL / TOOD) a
+        ``functools.partial`` of ``forward_single`` binding them. Two names for one hook:
+        the ATSS branch overrides this one, the heads built on main ``_level_function``."""
+        return self._level_function(i)
 
     def forward(self, feats):
         """Each output of ``forward_single`` as a list over levels (``(cls_scores, bbox_preds)``,
@@ -37,6 +44,6 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
         if len(feats) != len(self.level_units):
             raise ValueError(f'{type(self).__name__} expects {len(self.level_units)} levels '
                              f'(one per anchor stride), got {len(feats)}')
-        outs = [unit(self._level_function(i), x)
+        outs = [unit(self._level_forward(i), x, module=self)
                 for i, (unit, x) in enumerate(zip(self.level_units, feats))]
         return tuple(list(o) for o in zip(*outs))

@@ -24,3 +24,11 @@ __all__ += ['SCNet']
 from .reppoints_detector import RepPointsDetector  # noqa: E402
 
 __all__ += ['RepPointsDetector']
+
+from .atss import ATSS  # noqa: E402
+
+__all__ += ['ATSS']
+
+from .gfl import GFL  # noqa: E402
+
+__all__ += ['GFL']

@@ -7,3 +7,7 @@ __all__ = ['AssignResult', 'MaxIoUAssigner', 'RegionAssigner']
 from .point_assigner import PointAssigner  # noqa: E402
 
 __all__ += ['PointAssigner']
+
+from .atss_assigner import ATSSAssigner  # noqa: E402
+
+__all__ += ['ATSSAssigner']

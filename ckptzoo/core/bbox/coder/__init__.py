@@ -5,3 +5,7 @@ from .legacy_delta_xywh_bbox_coder import LegacyDeltaXYWHBBoxCoder
 
 __all__ = ['BucketingBBoxCoder', 'DeltaXYWHBBoxCoder', 'DistancePointBBoxCoder', 'LegacyDeltaXYWHBBoxCoder',
            'bbox2delta', 'delta2bbox']
+
+from ..transforms import bbox2distance, distance2bbox  # noqa: E402
+
+__all__ += ['bbox2distance', 'distance2bbox']
