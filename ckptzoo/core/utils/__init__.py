@@ -5,3 +5,7 @@ __all__ = ['unmap']
 from .dist_utils import reduce_mean  # noqa: E402
 
 __all__ += ['reduce_mean']
+
+from .gaussian_mixture import GaussianMixture1D  # noqa: E402
+
+__all__ += ['GaussianMixture1D']

@@ -24,3 +24,7 @@ __all__ = [
 from .reppoints_head import RepPointsHead  # noqa: E402
 
 __all__ += ['RepPointsHead']
+
+from .paa_head import PAAHead  # noqa: E402
+
+__all__ += ['PAAHead']

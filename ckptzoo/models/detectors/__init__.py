@@ -32,3 +32,7 @@ __all__ += ['ATSS']
 from .gfl import GFL  # noqa: E402
 
 __all__ += ['GFL']
+
+from .paa import PAA  # noqa: E402
+
+__all__ += ['PAA']
