@@ -23,3 +23,7 @@ from .gfocal_loss import (DistributionFocalLoss, QualityFocalLoss,  # noqa: E402
 
 __all__ += ['QualityFocalLoss', 'DistributionFocalLoss', 'quality_focal_loss',
             'quality_focal_loss_with_prob', 'distribution_focal_loss']
+
+from .varifocal_loss import VarifocalLoss, varifocal_loss  # noqa: E402
+
+__all__ += ['VarifocalLoss', 'varifocal_loss']
