@@ -28,3 +28,19 @@ __all__ += ['RepPointsHead']
 from .paa_head import PAAHead  # noqa: E402
 
 __all__ += ['PAAHead']
+
+from .fcos_head import FCOSHead  # noqa: E402
+
+__all__ += ['FCOSHead']
+
+from .nasfcos_head import NASFCOSHead  # noqa: E402
+
+__all__ += ['NASFCOSHead']
+
+from .autoassign_head import AutoAssignHead, CenterPrior  # noqa: E402
+
+__all__ += ['AutoAssignHead', 'CenterPrior']
+
+from .fovea_head import FeatureAlign, FoveaHead  # noqa: E402
+
+__all__ += ['FeatureAlign', 'FoveaHead']

@@ -36,3 +36,19 @@ __all__ += ['GFL']
 from .paa import PAA  # noqa: E402
 
 __all__ += ['PAA']
+
+from .fcos import FCOS  # noqa: E402
+
+__all__ += ['FCOS']
+
+from .nasfcos import NASFCOS  # noqa: E402
+
+__all__ += ['NASFCOS']
+
+from .autoassign import AutoAssign  # noqa: E402
+
+__all__ += ['AutoAssign']
+
+from .fovea import FOVEA  # noqa: E402
+
+__all__ += ['FOVEA']
