@@ -44,3 +44,7 @@ __all__ += ['AutoAssignHead', 'CenterPrior']
 from .fovea_head import FeatureAlign, FoveaHead  # noqa: E402
 
 __all__ += ['FeatureAlign', 'FoveaHead']
+
+from .vfnet_head import VFNetHead  # noqa: E402
+
+__all__ += ['VFNetHead']

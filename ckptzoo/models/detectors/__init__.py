@@ -52,3 +52,7 @@ __all__ += ['AutoAssign']
 from .fovea import FOVEA  # noqa: E402
 
 __all__ += ['FOVEA']
+
+from .vfnet import VFNet  # noqa: E402
+
+__all__ += ['VFNet']
