@@ -48,3 +48,7 @@ __all__ += ['FeatureAlign', 'FoveaHead']
 from .vfnet_head import VFNetHead  # noqa: E402
 
 __all__ += ['VFNetHead']
+
+from .lad_head import LADHead  # noqa: E402
+
+__all__ += ['LADHead']

@@ -45,7 +45,11 @@ class PAAHead(ATSSHead):
             loss; ``train_cfg.assigner`` the first, loose assigner).
 
     ``get_bboxes`` needs ``with_nms=True`` (no test-time augmentation), as mmdet.
+    ``test_cfg.score_voting`` (LAD's configs set it) is accepted and, as in mmdet, unread:
+    the ``score_voting`` argument decides.
     """
+
+    TEST_CFG_KEYS = AnchorHead.TEST_CFG_KEYS + ('score_voting', )
 
     def __init__(self, *args, topk=9, score_voting=True, covariance_type='diag', **kwargs):
         if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
@@ -88,13 +92,15 @@ class PAAHead(ATSSHead):
                 pos_inds, gt_inds)
 
     # ------------------------------------------------------------------ loss
-    @force_fp32(apply_to=('cls_scores', 'bbox_preds', 'iou_preds'))
-    def loss(self, cls_scores, bbox_preds, iou_preds, gt_bboxes, gt_labels, img_metas,
-             gt_bboxes_ignore=None):
-        """``dict(loss_cls, loss_bbox, loss_iou)`` (tensors) after the reassignment."""
+    def _paa_assignment(self, cls_scores, bbox_preds, gt_bboxes, gt_labels, img_metas,
+                        gt_bboxes_ignore=None):
+        """The loose assignment, then the mixture's reassignment, over the batch:
+        ``(labels, labels_weight, bboxes_target, bboxes_weight (per image, before the
+        reassignment), pos_inds_flatten, flatten_anchors, num_pos)`` (LAD's teacher hands
+        these to its student)."""
         if not self.train_cfg:
-            raise ValueError(f'PAAHead.loss needs train_cfg (assigner, ...), got '
-                             f'{self.train_cfg!r}')
+            raise ValueError(f'{type(self).__name__} needs train_cfg (assigner, ...) to assign '
+                             f'anchors, got {self.train_cfg!r}')
         featmap_sizes = [f.size()[-2:] for f in cls_scores]
         if len(featmap_sizes) != self.prior_generator.num_levels:
             raise ValueError(f'got {len(featmap_sizes)} feature levels, the anchor generator '
@@ -106,7 +112,6 @@ class PAAHead(ATSSHead):
                              gt_bboxes_ignore_list=gt_bboxes_ignore, gt_labels_list=gt_labels)
         cls_scores = [s.reshape(-1, self.cls_out_channels) for s in levels_to_images(cls_scores)]
         bbox_preds = [p.reshape(-1, 4) for p in levels_to_images(bbox_preds)]
-        iou_preds = [p.reshape(-1, 1) for p in levels_to_images(iou_preds)]
         pos_losses_list = [self.get_pos_loss(*args)[0] for args in zip(
             anchor_list, cls_scores, bbox_preds, labels, labels_weight, bboxes_target,
             bboxes_weight, pos_inds)]
@@ -114,16 +119,32 @@ class PAAHead(ATSSHead):
             reassigned = [self.paa_reassign(*args) for args in zip(
                 pos_losses_list, labels, labels_weight, bboxes_weight, pos_inds,
                 pos_gt_index, anchor_list)]
-            labels, labels_weight, _, num_pos = zip(*reassigned)
+            reassigned_labels, reassigned_weight, _, num_pos = zip(*reassigned)
             num_pos = sum(num_pos)
-        cls_scores = torch.cat(cls_scores, 0)
-        bbox_preds = torch.cat(bbox_preds, 0)
-        iou_preds = torch.cat(iou_preds, 0)
-        labels = torch.cat(labels, 0).view(-1)
+        labels = torch.cat(reassigned_labels, 0).view(-1)
         flatten_anchors = torch.cat([torch.cat(a, 0) for a in anchor_list])
-        labels_weight = torch.cat(labels_weight, 0).view(-1)
+        labels_weight = torch.cat(reassigned_weight, 0).view(-1)
         bboxes_target = torch.cat(bboxes_target, 0).view(-1, 4)
         pos_inds_flatten = ((labels >= 0) & (labels < self.num_classes)).nonzero().reshape(-1)
+        return (labels, labels_weight, bboxes_target, bboxes_weight, pos_inds_flatten,
+                flatten_anchors, num_pos)
+
+    @staticmethod
+    def _flatten(cls_scores, bbox_preds, iou_preds, cls_out_channels):
+        return (torch.cat([s.reshape(-1, cls_out_channels) for s in levels_to_images(cls_scores)]),
+                torch.cat([p.reshape(-1, 4) for p in levels_to_images(bbox_preds)]),
+                torch.cat([p.reshape(-1, 1) for p in levels_to_images(iou_preds)]))
+
+    @force_fp32(apply_to=('cls_scores', 'bbox_preds', 'iou_preds'))
+    def loss(self, cls_scores, bbox_preds, iou_preds, gt_bboxes, gt_labels, img_metas,
+             gt_bboxes_ignore=None):
+        """``dict(loss_cls, loss_bbox, loss_iou)`` (tensors) after the reassignment; the box
+        loss weighted by the predicted boxes' IoU with their targets."""
+        labels, labels_weight, bboxes_target, _, pos_inds_flatten, flatten_anchors, num_pos = \
+            self._paa_assignment(cls_scores, bbox_preds, gt_bboxes, gt_labels, img_metas,
+                                 gt_bboxes_ignore)
+        cls_scores, bbox_preds, iou_preds = self._flatten(cls_scores, bbox_preds, iou_preds,
+                                                          self.cls_out_channels)
         losses_cls = self.loss_cls(cls_scores, labels, labels_weight,
                                    avg_factor=max(num_pos, len(img_metas)))
         if num_pos:

@@ -56,3 +56,7 @@ __all__ += ['FOVEA']
 from .vfnet import VFNet  # noqa: E402
 
 __all__ += ['VFNet']
+
+from .lad import LAD  # noqa: E402
+
+__all__ += ['LAD']
