@@ -25,6 +25,14 @@ __all__ = [
     'TOODHead',
 ]
 
+from .reppoints_head import RepPointsHead  # noqa: E402
+
+__all__ += ['RepPointsHead']
+
+from .paa_head import PAAHead  # noqa: E402
+
+__all__ += ['PAAHead']
+
 from .fcos_head import FCOSHead  # noqa: E402
 
 __all__ += ['FCOSHead']
@@ -81,3 +89,11 @@ __all__ += ['FeatureAlign', 'FoveaHead']
 from .centernet_head import CenterNetHead  # noqa: E402
 
 __all__ += ['CenterNetHead']
+
+from .vfnet_head import VFNetHead  # noqa: E402
+
+__all__ += ['VFNetHead']
+
+from .lad_head import LADHead  # noqa: E402
+
+__all__ += ['LADHead']
