@@ -39,3 +39,7 @@ from .dataset_wrappers import ClassBalancedDataset  # noqa: E402
 from .class_aware_sampler import ClassAwareSampler  # noqa: E402
 
 __all__ += ['ClassBalancedDataset', 'ClassAwareSampler']
+from .openimages import OpenImagesChallengeDataset, OpenImagesDataset  # noqa: E402
+from .synthetic_openimages import generate_openimages  # noqa: E402
+
+__all__ += ['OpenImagesDataset', 'OpenImagesChallengeDataset', 'generate_openimages']
