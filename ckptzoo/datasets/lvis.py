@@ -20,13 +20,12 @@ for ``segm``; ``AR@300`` ... for ``proposal``. Fixes over mmdet 2.28.2, names ke
 - results with no detection at all give 0 for every AP (mmdet logged an error and returned no
   metric);
 - the lvis package (0.5.3, the one the registry has) calls ``np.float``, gone from numpy 2:
-  its ``eval`` module is given a numpy namespace with that alias (:func:`_lvis_api`).
+  its ``eval`` module is given a numpy namespace with that alias (:mod:`.numpy_compat`).
 """
 import contextlib
 import io
 import itertools
 import json
-import types
 from collections import OrderedDict
 
 import numpy as np
@@ -35,18 +34,9 @@ from mmengine.logging import print_log
 from ..registry import DATASETS
 from .coco import CocoDataset
 from .lvis_classes import LVISV05_CLASSES, LVISV1_CLASSES
+from .numpy_compat import patch_module
 
 LVIS_AP_KEYS = ('AP', 'AP50', 'AP75', 'APs', 'APm', 'APl', 'APr', 'APc', 'APf')
-
-
-class _NumpyWithAliases(types.ModuleType):
-    """numpy, plus the aliases numpy 2 removed that lvis 0.5.3 still calls."""
-
-    float = float
-    int = int
-
-    def __getattr__(self, name):
-        return getattr(np, name)
 
 
 def _lvis_api():
@@ -58,8 +48,7 @@ def _lvis_api():
     except ImportError as e:
         raise ImportError(f'LVIS evaluation needs the lvis package (a ckptzoo requirement: '
                           f'pip install -c .ci/constraints.txt lvis): {e}') from e
-    if not isinstance(lvis_eval.np, _NumpyWithAliases):
-        lvis_eval.np = _NumpyWithAliases('numpy')
+    patch_module(lvis_eval)
     return LVIS, LVISEval, LVISResults
 
 
