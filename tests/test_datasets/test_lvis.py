@@ -13,8 +13,11 @@ from ckptzoo.datasets import LVISV05Dataset, LVISV1Dataset, build_dataset, gener
 from ckptzoo.registry import DATASETS
 from tests.helpers.fake_detections import fake_results, with_box_masks
 
-pytest.importorskip('lvis', reason='lvis (a requirement) is not installed: pip install -c '
-                                   '.ci/constraints.txt -e .')
+
+
+def _needs_lvis():
+    pytest.importorskip('lvis', reason='lvis (a requirement) is not installed: pip install -c '
+                                       '.ci/constraints.txt -e .')
 
 # mmdet 2.28.2's evaluate(metric=['bbox', 'segm']) on each fixture's val split with
 # with_box_masks(fake_results(anns, num_classes, span=40))
@@ -55,7 +58,8 @@ MMDET = {'LVISV05Dataset': {'bbox_AP': 0.0959,
                    'segm_APc': -1.0,
                    'segm_APf': 0.1683}}
 
-CASES = {'LVISV05Dataset': (LVISV05Dataset, 'lvis_v0.5'), 'LVISV1Dataset': (LVISV1Dataset, 'lvis_v1')}
+CASES = {'LVISV05Dataset': (LVISV05Dataset, 'lvis_v0.5'),
+         'LVISV1Dataset': (LVISV1Dataset, 'lvis_v1')}
 
 
 @pytest.fixture(scope='module')
@@ -75,6 +79,7 @@ def _ds(roots, name, split, **kw):
 
 @pytest.mark.parametrize('name', list(CASES))
 def test_evaluate_equals_mmdet(roots, name):
+    _needs_lvis()
     ds = _ds(roots, name, 'val')
     results = with_box_masks(ds.data_infos, fake_results(
         [ds.get_ann_info(i) for i in range(len(ds))], len(ds.CLASSES), span=40))
@@ -103,6 +108,7 @@ def test_lvis_dataset_is_the_v05_alias():
 
 
 def test_proposal_recall_is_class_agnostic(roots):
+    _needs_lvis()
     ds = _ds(roots, 'LVISV1Dataset', 'val')
     anns = [ds.get_ann_info(i) for i in range(len(ds))]
     # every ground-truth box as a proposal: recall 1 whatever the class
@@ -114,6 +120,7 @@ def test_proposal_recall_is_class_agnostic(roots):
 
 
 def test_no_detection_scores_zero(roots):
+    _needs_lvis()
     ds = _ds(roots, 'LVISV1Dataset', 'val')
     empty = [[np.zeros((0, 5), np.float32) for _ in ds.CLASSES] for _ in range(len(ds))]
     out = ds.evaluate(empty)

@@ -219,10 +219,8 @@ def test_rpn_overfits_one_batch():
 def test_a_dense_head_key_on_a_two_stage_model_is_named():
     """mmdet's objects365 RetinaNet config puts bbox_head on a Faster R-CNN base (mmdet cannot
     build it either): the error names the problem."""
-    import pytest as _pytest
-
     from ckptzoo.registry import build_model
-    with _pytest.raises(TypeError, match='two-stage detector .* takes no bbox_head'):
+    with pytest.raises(TypeError, match='two-stage detector .* takes no bbox_head'):
         build_model(dict(type='FasterRCNN', backbone=dict(type='ResNet', depth=18),
                          rpn_head=None, roi_head=None, train_cfg=None, test_cfg=None,
                          bbox_head=dict(type='RetinaHead', num_classes=3, in_channels=8)))
