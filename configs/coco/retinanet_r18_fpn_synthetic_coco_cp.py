@@ -4,13 +4,10 @@
 # multiscale_mode='value') and evaluated with
 # COCOeval (bbox_mAP).
 _base_ = [
-    '../_base_/models/retinanet_r50_fpn.py', '../_base_/datasets/coco_detection.py',
-    '../_base_/default_runtime.py'
+    '../_base_/models/retinanet_r50_fpn.py', '../_base_/datasets/synthetic_coco_detection.py',
+    '../_base_/schedules/synthetic_adamw_12e.py'
 ]
-classes = ('circle', 'square', 'triangle')
-data_root = 'data/synthetic_coco/'
-synthetic_data = dict(format='coco', root=data_root, num_train=256, num_val=64,
-                      img_size=((96, 128), (96, 128)), classes=classes, seed=0)
+classes = ('circle', 'square', 'triangle')  # the data's, for num_classes
 
 model = dict(
     backbone=dict(depth=18, base_channels=32, frozen_stages=-1, norm_eval=False,
@@ -18,51 +15,3 @@ model = dict(
     neck=dict(in_channels=[32, 64, 128, 256], out_channels=64),
     bbox_head=dict(num_classes=len(classes), in_channels=64, stacked_convs=2, feat_channels=64,
                    anchor_generator=dict(octave_base_scale=2)))
-
-img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadAnnotations', with_bbox=True),
-    dict(type='Resize', img_scale=[(160, 96), (160, 112), (160, 128)],
-         multiscale_mode='value', keep_ratio=True),
-    dict(type='RandomFlip', flip_ratio=0.5),
-    dict(type='Normalize', **img_norm_cfg),
-    dict(type='Pad', size_divisor=32),
-    dict(type='DefaultFormatBundle'),
-    dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels']),
-]
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(
-        type='MultiScaleFlipAug',
-        img_scale=(160, 128),
-        flip=False,
-        transforms=[
-            dict(type='Resize', keep_ratio=True),
-            dict(type='RandomFlip'),
-            dict(type='Normalize', **img_norm_cfg),
-            dict(type='Pad', size_divisor=32),
-            dict(type='ImageToTensor', keys=['img']),
-            dict(type='Collect', keys=['img']),
-        ])
-]
-val_data = dict(type='CocoDataset', classes=classes,
-                ann_file=data_root + 'annotations/instances_val2017.json',
-                img_prefix=data_root + 'val2017/', pipeline=test_pipeline, samples_per_gpu=8)
-data = dict(
-    samples_per_gpu=8,
-    workers_per_gpu=0,
-    train=dict(classes=classes, ann_file=data_root + 'annotations/instances_train2017.json',
-               img_prefix=data_root + 'train2017/', pipeline=train_pipeline),
-    val=val_data,
-    test=val_data)
-
-optimizer = dict(type='AdamW', lr=0.001, weight_decay=0.0001)
-optimizer_config = dict(grad_clip=dict(max_norm=35, norm_type=2))
-lr_config = dict(policy='step', warmup='linear', warmup_iters=100, warmup_ratio=0.01,
-                 step=[9, 11])
-runner = dict(type='EpochBasedRunner', max_epochs=12)
-evaluation = dict(interval=4, metric='bbox', save_best='auto')
-checkpoint_config = dict(interval=4, max_keep_ckpts=2)
-log_config = dict(interval=16, hooks=[dict(type='TextLoggerHook')])
-seed = 0

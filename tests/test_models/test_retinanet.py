@@ -212,3 +212,11 @@ def test_mmdet_retinanet_r50_config_builds():
     n_params = sum(p.numel() for p in detector.parameters())
     # mmdet 2.x RetinaNet R50-FPN with 20 classes: 36.5 M parameters
     assert 36.0e6 < n_params < 37.0e6, n_params
+
+
+def test_head_levels_must_match_the_neck_outputs():
+    cfg = _cfg()
+    cfg['neck'] = dict(cfg['neck'], num_outs=4)
+    with pytest.raises(ValueError, match=r'RetinaHead has \d levels \(strides \[8, 16.*'
+                                         r'the neck FPN gives \d \(num_outs=\d\)'):
+        build_detector(cfg)

@@ -2,7 +2,9 @@
 pyramid level of a head a checkpoint unit (ours: mmdet has no such module)."""
 from .anchor_free_head import AnchorFreeHead
 from .anchor_head import AnchorHead
+from .atss_head import ATSSHead
 from .base_dense_head import BaseDenseHead
+from .gfl_head import GFLHead
 from .cascade_rpn_head import CascadeRPNHead, StageCascadeRPNHead
 from .retina_head import RetinaHead
 from .rpn_head import RPNHead
@@ -10,9 +12,45 @@ from .rpn_head import RPNHead
 __all__ = [
     'AnchorFreeHead',
     'AnchorHead',
+    'ATSSHead',
     'BaseDenseHead',
     'CascadeRPNHead',
+    'GFLHead',
     'StageCascadeRPNHead',
     'RetinaHead',
     'RPNHead',
 ]
+
+from .fcos_head import FCOSHead  # noqa: E402
+
+__all__ += ['FCOSHead']
+
+from .retina_sepbn_head import RetinaSepBNHead  # noqa: E402
+__all__ += ['RetinaSepBNHead']
+from .free_anchor_retina_head import FreeAnchorRetinaHead  # noqa: E402
+__all__ += ['FreeAnchorRetinaHead']
+from .pisa_retinanet_head import PISARetinaHead  # noqa: E402
+__all__ += ['PISARetinaHead']
+from .fsaf_head import FSAFHead  # noqa: E402
+__all__ += ['FSAFHead']
+
+# SSD's and YOLOv3's heads (kept apart: the lines above are shared edits)
+from .ssd_head import SSDHead  # noqa: E402
+
+__all__ += ['SSDHead']
+from .yolo_head import YOLOV3Head  # noqa: E402
+
+__all__ += ['YOLOV3Head']
+
+from .yolof_head import YOLOFHead  # noqa: E402
+__all__ += ['YOLOFHead']
+
+from .guided_anchor_head import FeatureAdaption, GuidedAnchorHead  # noqa: E402
+from .ga_retina_head import GARetinaHead  # noqa: E402
+from .ga_rpn_head import GARPNHead  # noqa: E402
+
+__all__ += ['FeatureAdaption', 'GuidedAnchorHead', 'GARetinaHead', 'GARPNHead']
+
+from .sabl_retina_head import SABLRetinaHead  # noqa: E402
+
+__all__ += ['SABLRetinaHead']

@@ -37,6 +37,6 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
         if len(feats) != len(self.level_units):
             raise ValueError(f'{type(self).__name__} expects {len(self.level_units)} levels '
                              f'(one per anchor stride), got {len(feats)}')
-        outs = [unit(self._level_function(i), x)
+        outs = [unit(self._level_function(i), x, module=self)
                 for i, (unit, x) in enumerate(zip(self.level_units, feats))]
         return tuple(list(o) for o in zip(*outs))

@@ -20,3 +20,25 @@ __all__ = ['BaseDetector', 'CascadeRCNN', 'FastRCNN', 'FasterRCNN', 'GridRCNN',
 from .scnet import SCNet  # noqa: E402
 
 __all__ += ['SCNet']
+
+from .fcos import FCOS  # noqa: E402
+
+__all__ += ['FCOS']
+
+from .atss import ATSS  # noqa: E402
+
+__all__ += ['ATSS']
+
+from .gfl import GFL  # noqa: E402
+
+__all__ += ['GFL']
+
+from .fsaf import FSAF  # noqa: E402
+__all__ += ['FSAF']
+
+from .yolo import YOLOV3  # noqa: E402
+
+__all__ += ['YOLOV3']
+
+from .yolof import YOLOF  # noqa: E402
+__all__ += ['YOLOF']

@@ -2,6 +2,8 @@
 
 Keys ``backbone.*``, ``neck.*``, ``bbox_head.*`` as mmdet, so mmdet 2.x checkpoints load.
 """
+import torch.nn as nn
+
 from ...core.bbox import bbox2result
 from ...registry import MODELS
 from ..utils import build_model_or_sequence
@@ -29,6 +31,25 @@ class SingleStageDetector(BaseDetector):
         self.train_cfg = train_cfg
         self.test_cfg = test_cfg
         self.CLASSES = None
+        self._check_levels()
+
+    def _check_levels(self):
+        """The head's strides (one per level) against the neck's outputs, at construction:
+        mmdet found the mismatch at the first training step (or zipped the levels short)."""
+        neck = getattr(self, 'neck', None)
+        if isinstance(neck, nn.Sequential) and len(neck):
+            neck = neck[-1]
+        num_outs = getattr(neck, 'num_outs', None)
+        generator = getattr(self.bbox_head, 'prior_generator', None)
+        num_levels = getattr(generator, 'num_levels', None)
+        if isinstance(num_outs, int) and isinstance(num_levels, int) and num_outs != num_levels:
+            strides = [s if isinstance(s, (int, float)) else
+                       (s[0] if len(set(s)) == 1 else tuple(s))
+                       for s in getattr(generator, 'strides', [])]
+            raise ValueError(
+                f'{type(self.bbox_head).__name__} has {num_levels} levels (strides {strides}) '
+                f'but the neck {type(neck).__name__} gives {num_outs} (num_outs={num_outs}): '
+                f'give the head one stride per neck output')
 
     def forward_dummy(self, img):
         """The raw head outputs (for FLOP counting)."""

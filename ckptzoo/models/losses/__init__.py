@@ -16,3 +16,13 @@ __all__ = ['Accuracy', 'accuracy', 'CrossEntropyLoss', 'mask_cross_entropy', 'Fo
            'weight_reduce_loss', 'weighted_loss', 'IoULoss', 'BoundedIoULoss', 'DIoULoss',
            'CIoULoss', 'iou_loss', 'bounded_iou_loss', 'giou_loss', 'diou_loss', 'ciou_loss',
            'BalancedL1Loss', 'balanced_l1_loss', 'SeesawLoss']
+
+from .gfocal_loss import (DistributionFocalLoss, QualityFocalLoss,  # noqa: E402
+                          distribution_focal_loss, quality_focal_loss,
+                          quality_focal_loss_with_prob)
+
+__all__ += ['QualityFocalLoss', 'DistributionFocalLoss', 'quality_focal_loss',
+            'quality_focal_loss_with_prob', 'distribution_focal_loss']
+
+from .ghm_loss import GHMC, GHMR  # noqa: E402
+__all__ += ['GHMC', 'GHMR']
