@@ -23,3 +23,7 @@ from .coder import DistancePointBBoxCoder  # noqa: E402
 from .transforms import bbox2distance, distance2bbox  # noqa: E402
 
 __all__ += ['DistancePointBBoxCoder', 'bbox2distance', 'distance2bbox']
+
+from .assigners import SimOTAAssigner  # noqa: E402
+
+__all__ += ['SimOTAAssigner']

@@ -16,7 +16,10 @@ __all__ = [
     'RetinaHead',
     'RPNHead',
 ]
-
 from .fcos_head import FCOSHead  # noqa: E402
 
 __all__ += ['FCOSHead']
+
+from .yolox_head import YOLOXHead  # noqa: E402
+
+__all__ += ['YOLOXHead']

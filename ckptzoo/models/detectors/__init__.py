@@ -24,3 +24,7 @@ __all__ += ['SCNet']
 from .fcos import FCOS  # noqa: E402
 
 __all__ += ['FCOS']
+
+from .yolox import YOLOX  # noqa: E402
+
+__all__ += ['YOLOX']
