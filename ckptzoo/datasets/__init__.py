@@ -19,3 +19,7 @@ __all__ = ['DistributedGroupSampler', 'DistributedSampler', 'GroupSampler', 'See
            'SyntheticClassificationDataset', 'CocoDataset', 'CustomDataset', 'ConcatDataset',
            'RepeatDataset', 'StandInDataset',
            'SYNTHETIC_CLASSES', 'generate_coco', 'generate_voc', 'VOCDataset', 'XMLDataset']
+
+from .dataset_wrappers import MultiImageMixDataset  # noqa: E402
+
+__all__ += ['MultiImageMixDataset']

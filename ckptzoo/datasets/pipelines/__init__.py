@@ -10,3 +10,9 @@ __all__ = ['Compose', 'Collect', 'DefaultFormatBundle', 'ImageToTensor', 'ToData
            'LoadProposals',
            'MultiScaleFlipAug',
            'Normalize', 'Pad', 'RandomFlip', 'Resize', 'SegRescale']
+
+from .loading import FilterAnnotations  # noqa: E402
+from .mix_transforms import MixUp, Mosaic  # noqa: E402
+from .yolox_aug import RandomAffine, YOLOXHSVRandomAug  # noqa: E402
+
+__all__ += ['FilterAnnotations', 'MixUp', 'Mosaic', 'RandomAffine', 'YOLOXHSVRandomAug']
