@@ -32,3 +32,9 @@ __all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook'
            'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook',
            'WandbLoggerHook', 'MlflowLoggerHook', 'BaseEMAHook', 'EMAHook', 'ExpMomentumEMAHook',
            'LinearMomentumEMAHook']
+
+from .sync_norm import SyncNormHook  # noqa: E402
+from .yolox_lr_updater import YOLOXLrUpdaterHook  # noqa: E402
+from .yolox_mode_switch import YOLOXModeSwitchHook  # noqa: E402
+
+__all__ += ['SyncNormHook', 'YOLOXLrUpdaterHook', 'YOLOXModeSwitchHook']
