@@ -43,3 +43,8 @@ from .openimages import OpenImagesChallengeDataset, OpenImagesDataset  # noqa: E
 from .synthetic_openimages import generate_openimages  # noqa: E402
 
 __all__ += ['OpenImagesDataset', 'OpenImagesChallengeDataset', 'generate_openimages']
+
+
+from .dataset_wrappers import MultiImageMixDataset  # noqa: E402
+
+__all__ += ['MultiImageMixDataset']

@@ -29,7 +29,8 @@ from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data.dataloader import default_collate
 
 from ..registry import build_dataset as _registry_build
-from .dataset_wrappers import ClassBalancedDataset, ConcatDataset, RepeatDataset
+from .dataset_wrappers import (ClassBalancedDataset, ConcatDataset, MultiImageMixDataset,
+                               RepeatDataset)
 from .sample_seed import seed_globals, seeded_indices, worker_seed
 
 #: Per-image keys kept as lists in a batch (their sizes differ from image to image).
@@ -76,6 +77,9 @@ def build_dataset(cfg, default_args=None):
     if cfg['type'] in ('ClassBalancedDataset', ClassBalancedDataset):
         return ClassBalancedDataset(build_dataset(cfg['dataset'], default_args),
                                     cfg['oversample_thr'], cfg.get('filter_empty_gt', True))
+    if cfg['type'] in ('MultiImageMixDataset', MultiImageMixDataset):
+        args = {k: v for k, v in cfg.items() if k != 'type'}
+        return MultiImageMixDataset(build_dataset(args.pop('dataset'), default_args), **args)
     if isinstance(cfg.get('ann_file'), (list, tuple)):
         return _concat_dataset(cfg, default_args)
     return _registry_build(cfg, default_args)

@@ -1,11 +1,12 @@
-"""Dataset wrappers: ``RepeatDataset``, ``ConcatDataset`` and ``ClassBalancedDataset``
-(mmdet 2.x).
+"""Dataset wrappers: ``RepeatDataset``, ``ConcatDataset``, ``ClassBalancedDataset`` and
+``MultiImageMixDataset`` (mmdet 2.x).
 
 All accept already-built datasets or dataset configs (built with ``build_dataset``), so a
 config built straight through the registry works too. A seeded index (:mod:`.sample_seed`)
 runs the inner dataset's item under its seed, so inner datasets of any kind draw from it.
 """
 import bisect
+import copy
 import math
 from collections import defaultdict
 
@@ -190,3 +191,93 @@ class ClassBalancedDataset:
 
     def __len__(self):
         return len(self.repeat_indices)
+
+
+class MultiImageMixDataset:
+    """mmdet 2.x: runs ``pipeline`` on the items of ``dataset``; a transform with
+    ``get_indexes`` (``Mosaic``, ``MixUp``) gets its partner items in
+    ``results['mix_results']``. ``skip_type_keys`` (and ``update_skip_type_keys``, which
+    ``YOLOXModeSwitchHook`` calls) leave out the transforms of those types. A transform that
+    returns None is retried on the same input up to ``max_refetch`` times (random
+    transforms draw again).
+
+    A seeded index (:mod:`.sample_seed`) runs the whole item, partner draws included, under
+    its seed, so a resumed run mixes the same images the same way. ``dynamic_scale`` is
+    refused as in mmdet 2.28 (deprecated: resize in the pipeline)."""
+
+    def __init__(self, dataset, pipeline, dynamic_scale=None, skip_type_keys=None,
+                 max_refetch=15):
+        from ..registry import build_transform
+        if dynamic_scale is not None:
+            raise ValueError('MultiImageMixDataset dynamic_scale is deprecated (mmdet 2.x): '
+                             'resize with a Resize transform in the pipeline')
+        if not isinstance(pipeline, (list, tuple)) or \
+                not all(isinstance(t, dict) for t in pipeline):
+            raise TypeError(f'MultiImageMixDataset pipeline must be a list of transform '
+                            f'configs (dicts), got {pipeline!r}')
+        if not (isinstance(max_refetch, int) and max_refetch > 0):
+            raise ValueError(f'max_refetch must be a positive int, got {max_refetch!r}')
+        self._check_skip(skip_type_keys)
+        self._skip_type_keys = skip_type_keys
+        self.pipeline_types = [t['type'] if isinstance(t['type'], str) else t['type'].__name__
+                               for t in pipeline]
+        self.pipeline = [build_transform(t) for t in pipeline]
+        self.dataset = _built(dataset)
+        self.CLASSES = getattr(self.dataset, 'CLASSES', None)
+        self.PALETTE = getattr(self.dataset, 'PALETTE', None)
+        if hasattr(self.dataset, 'flag'):
+            self.flag = self.dataset.flag
+        self.num_samples = len(self.dataset)
+        self.max_refetch = max_refetch
+
+    @staticmethod
+    def _check_skip(skip_type_keys):
+        if skip_type_keys is not None and not (
+                isinstance(skip_type_keys, (list, tuple)) and
+                all(isinstance(k, str) for k in skip_type_keys)):
+            raise TypeError(f'skip_type_keys must be a list of transform type names, got '
+                            f'{skip_type_keys!r}')
+
+    def __len__(self):
+        return self.num_samples
+
+    def __getitem__(self, idx):
+        with sample_rng(idx):
+            return self._mix(int(idx))
+
+    def _mix(self, idx):
+        results = copy.deepcopy(self.dataset[idx])
+        for transform, kind in zip(self.pipeline, self.pipeline_types):
+            if self._skip_type_keys is not None and kind in self._skip_type_keys:
+                continue
+            if hasattr(transform, 'get_indexes'):
+                for _ in range(self.max_refetch):
+                    indexes = transform.get_indexes(self.dataset)
+                    if not isinstance(indexes, (list, tuple)):
+                        indexes = [indexes]
+                    mix = [copy.deepcopy(self.dataset[i]) for i in indexes]
+                    if None not in mix:
+                        results['mix_results'] = mix
+                        break
+                else:
+                    raise RuntimeError(f'the loading pipeline of {type(self.dataset).__name__} '
+                                       f'returned None {self.max_refetch} times for the '
+                                       f'partners of {kind}: check the dataset and its pipeline')
+            for _ in range(self.max_refetch):
+                updated = transform(copy.deepcopy(results))
+                if updated is not None:
+                    results = updated
+                    break
+            else:
+                raise RuntimeError(f'{kind} returned None {self.max_refetch} times in '
+                                   f'MultiImageMixDataset: check its pipeline')
+            results.pop('mix_results', None)
+        return results
+
+    def get_ann_info(self, idx):
+        return self.dataset.get_ann_info(idx)
+
+    def update_skip_type_keys(self, skip_type_keys):
+        """Leave out the transforms of these types from now on (a hook's switch)."""
+        self._check_skip(skip_type_keys)
+        self._skip_type_keys = skip_type_keys

@@ -32,3 +32,7 @@ __all__ += ['ApproxMaxIoUAssigner']
 from .assigners import ATSSAssigner, TaskAlignedAssigner  # noqa: E402
 
 __all__ += ['ATSSAssigner', 'TaskAlignedAssigner']
+
+from .assigners import SimOTAAssigner  # noqa: E402
+
+__all__ += ['SimOTAAssigner']

@@ -97,3 +97,7 @@ __all__ += ['VFNetHead']
 from .lad_head import LADHead  # noqa: E402
 
 __all__ += ['LADHead']
+
+from .yolox_head import YOLOXHead  # noqa: E402
+
+__all__ += ['YOLOXHead']

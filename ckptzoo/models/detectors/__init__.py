@@ -84,3 +84,7 @@ __all__ += ['VFNet']
 from .lad import LAD  # noqa: E402
 
 __all__ += ['LAD']
+
+from .yolox import YOLOX  # noqa: E402
+
+__all__ += ['YOLOX']

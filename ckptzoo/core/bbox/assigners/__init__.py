@@ -34,3 +34,7 @@ __all__ += ['AscendMaxIoUAssigner']
 from .task_aligned_assigner import TaskAlignedAssigner  # noqa: E402
 
 __all__ += ['TaskAlignedAssigner']
+
+from .sim_ota_assigner import SimOTAAssigner  # noqa: E402
+
+__all__ += ['SimOTAAssigner']
