@@ -27,3 +27,5 @@ from .conv_aws import ConvAWS2d  # noqa: F401
 from .saconv import SAConv2d  # noqa: F401
 from .scale import Scale  # noqa: F401
 from .sigmoid_geometric_mean import SigmoidGeometricMean, sigmoid_geometric_mean  # noqa: F401
+from .hsigmoid import HSigmoid  # noqa: F401
+from .se_layer import DyReLU  # noqa: F401
