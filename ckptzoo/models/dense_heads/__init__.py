@@ -101,3 +101,7 @@ __all__ += ['LADHead']
 from .yolox_head import YOLOXHead  # noqa: E402
 
 __all__ += ['YOLOXHead']
+
+from .ld_head import LDHead  # noqa: E402
+
+__all__ += ['LDHead']

@@ -88,3 +88,7 @@ __all__ += ['LAD']
 from .yolox import YOLOX  # noqa: E402
 
 __all__ += ['YOLOX']
+
+from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
+
+__all__ += ['KnowledgeDistillationSingleStageDetector']
