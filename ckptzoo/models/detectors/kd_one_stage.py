@@ -42,7 +42,8 @@ def resolve_teacher_config(path, config_file=None):
     path = os.fspath(path)
     if osp.isfile(path) or osp.isabs(path):
         if not osp.isfile(path):
-            raise FileNotFoundError(f'teacher_config {path!r} not found')
+            raise FileNotFoundError(f'teacher_config {path!r} not found: give the path of the '
+                                    "teacher's config file (or its config as a dict)")
         return path
     tried = [osp.abspath(path)]
     if config_file:
@@ -62,7 +63,7 @@ def resolve_teacher_config(path, config_file=None):
     raise FileNotFoundError(
         f'teacher_config {path!r} not found relative to the working directory {os.getcwd()} '
         f'{where}; tried {", ".join(tried[:4])}{" ..." if len(tried) > 4 else ""}. Run from '
-        f'the folder that holds it, or give an absolute path')
+        f'the folder it is relative to (the repository root), or give an absolute path')
 
 
 class TeacherMixin:
