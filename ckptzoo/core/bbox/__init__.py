@@ -28,3 +28,11 @@ __all__ += ['DistancePointBBoxCoder', 'bbox2distance', 'distance2bbox']
 from .assigners import ApproxMaxIoUAssigner  # noqa: E402
 
 __all__ += ['ApproxMaxIoUAssigner']
+
+from .assigners import ATSSAssigner, TaskAlignedAssigner  # noqa: E402
+
+__all__ += ['ATSSAssigner', 'TaskAlignedAssigner']
+
+from .assigners import SimOTAAssigner  # noqa: E402
+
+__all__ += ['SimOTAAssigner']

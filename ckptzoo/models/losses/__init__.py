@@ -30,3 +30,7 @@ __all__ += ['GHMC', 'GHMR']
 from .gaussian_focal_loss import GaussianFocalLoss, gaussian_focal_loss  # noqa: E402
 
 __all__ += ['GaussianFocalLoss', 'gaussian_focal_loss']
+
+from .varifocal_loss import VarifocalLoss, varifocal_loss  # noqa: E402
+
+__all__ += ['VarifocalLoss', 'varifocal_loss']
