@@ -121,6 +121,9 @@ def test_decode_and_get_bboxes_by_hand():
     (dets2, _), = head.get_bboxes([cls], [reg], [obj], img_metas=[_meta(16, 16, scale=2.)],
                                   rescale=True)
     torch.testing.assert_close(dets2[:, :4], dets[:, :4] / 2)
+    meta = dict(_meta(16, 16), scale_factor=2.0)  # one float, as some pipelines give it
+    (dets3, _), = head.get_bboxes([cls], [reg], [obj], img_metas=[meta], rescale=True)
+    torch.testing.assert_close(dets3, dets2)
     # before NMS: every prior scoring at least score_thr, its best class
     bboxes, scores, labels = head.get_bboxes([cls], [reg], [obj], img_metas=[_meta(16, 16)],
                                              with_nms=False)[0]
