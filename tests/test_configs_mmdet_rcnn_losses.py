@@ -17,9 +17,7 @@ TYPES = ('IoULoss', 'BoundedIoULoss', 'GIoULoss', 'DIoULoss', 'CIoULoss', 'Balan
 # come with their heads
 TWO_STAGE_FOLDERS = ('faster_rcnn', 'mask_rcnn', 'cascade_rcnn') + FOLDERS
 # what still fails, and why (other families' building blocks)
-NOT_YET = {
-    'legacy_1.x/ssd300_coco_v1.py': 'SSDVGG backbone / SSDHead',
-}
+NOT_YET = {}
 
 
 def _names_a_type(rel):

@@ -135,6 +135,7 @@ class CocoDataset(CustomDataset):
                 data = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f'COCO json {ann_file!r} is not valid json: {e}') from e
+        data = self._adapt_json(data, ann_file)
         local = (self._file_client_args or {}).get('backend', 'disk') == 'disk'
         check_coco_json(data, ann_file, self.img_prefix if local else None)
         with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its timing
@@ -165,6 +166,11 @@ class CocoDataset(CustomDataset):
             info['filename'] = info['file_name']
             data_infos.append(info)
         return data_infos
+
+    def _adapt_json(self, data, ann_file):
+        """The json as read, before it is checked: a variant of the format (Objects365 v2's
+        file names, LVIS v1's ``coco_url``) rewrites it here into COCO's."""
+        return data
 
     def get_ann_info(self, idx):
         img_id = self.data_infos[idx]['id']

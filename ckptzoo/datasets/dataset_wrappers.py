@@ -1,11 +1,14 @@
-"""Dataset wrappers: ``RepeatDataset`` and ``ConcatDataset`` (mmdet 2.x).
+"""Dataset wrappers: ``RepeatDataset``, ``ConcatDataset``, ``ClassBalancedDataset`` and
+``MultiImageMixDataset`` (mmdet 2.x).
 
-Both accept already-built datasets or dataset configs (built with ``build_dataset``), so a
+All accept already-built datasets or dataset configs (built with ``build_dataset``), so a
 config built straight through the registry works too. A seeded index (:mod:`.sample_seed`)
 runs the inner dataset's item under its seed, so inner datasets of any kind draw from it.
 """
 import bisect
 import copy
+import math
+from collections import defaultdict
 
 import numpy as np
 from mmengine.logging import print_log
@@ -129,6 +132,67 @@ class RepeatDataset:
 
 
 @DATASETS.register_module()
+class ClassBalancedDataset:
+    """Repeat factor sampling (mmdet 2.x's, LVIS's): image ``I`` appears ``ceil(r(I))`` times
+    per epoch, ``r(I) = max over its classes c of max(1, sqrt(oversample_thr / f(c)))`` with
+    ``f(c)`` the fraction of images holding ``c``. With ``filter_empty_gt=False`` images without
+    an object count as one more class (background) and are oversampled by the same rule.
+
+    Frequencies are counted over labels (``get_cat_ids``); mmdet counted COCO category ids,
+    and its background key ``len(CLASSES)`` could be a real category id (COCO's 80 is
+    'toaster'), merging the two: not here.
+    """
+
+    def __init__(self, dataset, oversample_thr, filter_empty_gt=True):
+        if isinstance(oversample_thr, bool) or not isinstance(oversample_thr, (int, float)) \
+                or oversample_thr < 0:
+            raise ValueError(f'oversample_thr must be a non-negative number, got '
+                             f'{oversample_thr!r}')
+        self.dataset = _built(dataset)
+        if not hasattr(self.dataset, 'get_cat_ids'):
+            raise TypeError(f'ClassBalancedDataset needs a dataset with get_cat_ids, '
+                            f'{type(self.dataset).__name__} has none')
+        self.oversample_thr = oversample_thr
+        self.filter_empty_gt = filter_empty_gt
+        self.CLASSES = getattr(self.dataset, 'CLASSES', None)
+        self.PALETTE = getattr(self.dataset, 'PALETTE', None)
+        self.repeat_factors = self._get_repeat_factors(self.dataset, oversample_thr)
+        self.repeat_indices = [i for i, r in enumerate(self.repeat_factors)
+                               for _ in range(math.ceil(r))]
+        if hasattr(self.dataset, 'flag'):
+            self.flag = np.asarray([f for f, r in zip(self.dataset.flag, self.repeat_factors)
+                                    for _ in range(math.ceil(r))], dtype=np.uint8)
+
+    def _get_repeat_factors(self, dataset, repeat_thr):
+        background = object()  # a key no label can equal
+        image_cats = []
+        for idx in range(len(dataset)):
+            cats = set(dataset.get_cat_ids(idx))
+            if not cats and not self.filter_empty_gt:
+                cats = {background}
+            image_cats.append(cats)
+        freq = defaultdict(int)
+        for cats in image_cats:
+            for c in cats:
+                freq[c] += 1
+        repeat = {c: max(1.0, math.sqrt(repeat_thr / (n / len(dataset))))
+                  for c, n in freq.items()}
+        return [max(repeat[c] for c in cats) if cats else 1 for cats in image_cats]
+
+    def __getitem__(self, idx):
+        with sample_rng(idx):
+            return self.dataset[self.repeat_indices[int(idx)]]
+
+    def get_ann_info(self, idx):
+        return self.dataset.get_ann_info(self.repeat_indices[idx])
+
+    def get_cat_ids(self, idx):
+        return self.dataset.get_cat_ids(self.repeat_indices[idx])
+
+    def __len__(self):
+        return len(self.repeat_indices)
+
+
 class MultiImageMixDataset:
     """mmdet 2.x: runs ``pipeline`` on the items of ``dataset``; a transform with
     ``get_indexes`` (``Mosaic``, ``MixUp``) gets its partner items in

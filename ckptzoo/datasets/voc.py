@@ -115,13 +115,18 @@ class XMLDataset(CustomDataset):
     def _xml_path(self, img_id):
         return osp.join(self.img_prefix, self.ann_subdir, f'{img_id}.xml')
 
+    def _img_filename(self, img_id, root, xml_path):
+        """The image's path under ``img_prefix`` (``img_subdir/<id>.jpg``; WIDER Face reads
+        the XML's ``<folder>``)."""
+        return osp.join(self.img_subdir, f'{img_id}.jpg')
+
     def load_annotations(self, ann_file):
         data_infos = []
         for img_id in list_from_file(ann_file):
             img_id = img_id.strip()
-            filename = osp.join(self.img_subdir, f'{img_id}.jpg')
             xml_path = self._xml_path(img_id)
             root = _parse_xml(xml_path)
+            filename = self._img_filename(img_id, root, xml_path)
             size = root.find('size')
             if size is not None and size.find('width') is not None \
                     and size.find('height') is not None:

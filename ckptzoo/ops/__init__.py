@@ -19,3 +19,7 @@ __all__ = ['DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
            'RoIAlign', 'SimpleRoIAlign', 'point_sample', 'rel_roi_point_to_abs_img_point',
            'rel_roi_point_to_rel_img_point', 'CARAFEPack', 'carafe', 'deform_roi_pool',
            'DeformRoIPool', 'DeformRoIPoolPack', 'ModulatedDeformRoIPoolPack']
+
+from .masked_conv import MaskedConv2d  # noqa: E402
+
+__all__ += ['MaskedConv2d']

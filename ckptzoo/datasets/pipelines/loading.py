@@ -118,7 +118,12 @@ class LoadAnnotations:
     """
 
     def __init__(self, with_bbox=True, with_label=True, with_mask=False, with_seg=False,
-                 poly2mask=True, denorm_bbox=False, file_client_args=dict(backend='disk')):
+                 poly2mask=True, denorm_bbox=False, file_client_args=dict(backend='disk'),
+                 normed_bbox=None):
+        if normed_bbox is not None:  # mmdet's ssd300 Open Images config (mmdet fails too)
+            raise TypeError('LoadAnnotations has no normed_bbox; for normalised boxes (Open '
+                            'Images) the argument is denorm_bbox=True, which scales them to '
+                            'pixels')
         self.with_bbox = with_bbox
         self.with_label = with_label
         self.with_mask = with_mask

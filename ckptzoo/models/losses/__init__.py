@@ -16,3 +16,21 @@ __all__ = ['Accuracy', 'accuracy', 'CrossEntropyLoss', 'mask_cross_entropy', 'Fo
            'weight_reduce_loss', 'weighted_loss', 'IoULoss', 'BoundedIoULoss', 'DIoULoss',
            'CIoULoss', 'iou_loss', 'bounded_iou_loss', 'giou_loss', 'diou_loss', 'ciou_loss',
            'BalancedL1Loss', 'balanced_l1_loss', 'SeesawLoss']
+
+from .gfocal_loss import (DistributionFocalLoss, QualityFocalLoss,  # noqa: E402
+                          distribution_focal_loss, quality_focal_loss,
+                          quality_focal_loss_with_prob)
+
+__all__ += ['QualityFocalLoss', 'DistributionFocalLoss', 'quality_focal_loss',
+            'quality_focal_loss_with_prob', 'distribution_focal_loss']
+
+from .ghm_loss import GHMC, GHMR  # noqa: E402
+__all__ += ['GHMC', 'GHMR']
+
+from .gaussian_focal_loss import GaussianFocalLoss, gaussian_focal_loss  # noqa: E402
+
+__all__ += ['GaussianFocalLoss', 'gaussian_focal_loss']
+
+from .varifocal_loss import VarifocalLoss, varifocal_loss  # noqa: E402
+
+__all__ += ['VarifocalLoss', 'varifocal_loss']

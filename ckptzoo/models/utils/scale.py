@@ -1,5 +1,6 @@
-"""mmcv ``Scale``: one learnable factor per pyramid level (FCOS, ATSS, GFL, ... regress
-distances whose size grows with the level's stride, with shared convs)."""
+"""mmcv 1.x ``Scale``: one learnable factor (state-dict key ``scale``, shape ``()``), as the
+FCOS / ATSS / GFL / TOOD heads keep one per pyramid level so that levels of different stride
+can share the regression convs."""
 import torch
 import torch.nn as nn
 
@@ -7,10 +8,13 @@ __all__ = ['Scale']
 
 
 class Scale(nn.Module):
-    """``x * scale``; state-dict key ``scale`` (a 1-element parameter) as mmcv's."""
+    """``x * scale``; ``scale`` (float) is the initial value (default 1.0), stored float32 as
+    mmcv stores it."""
 
     def __init__(self, scale=1.0):
         super().__init__()
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+            raise TypeError(f'Scale scale must be a float, got {scale!r}')
         self.scale = nn.Parameter(torch.tensor(scale, dtype=torch.float))
 
     def forward(self, x):
