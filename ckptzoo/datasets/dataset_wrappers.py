@@ -193,6 +193,7 @@ class ClassBalancedDataset:
         return len(self.repeat_indices)
 
 
+@DATASETS.register_module()
 class MultiImageMixDataset:
     """mmdet 2.x: runs ``pipeline`` on the items of ``dataset``; a transform with
     ``get_indexes`` (``Mosaic``, ``MixUp``) gets its partner items in

@@ -122,3 +122,16 @@ def test_refetch_and_errors():
         MultiImageMixDataset(Toy(), [], dynamic_scale=(640, 640))
     with pytest.raises(TypeError, match='a list of transform configs'):
         MultiImageMixDataset(Toy(), [lambda r: r])
+
+
+def test_the_planners_batch_shapes_are_the_pipeline_bound(dataset):
+    """Mosaic / MixUp make each item out of several images: the sizes of the inner dataset's
+    images say nothing about the batches; the pipeline's Resize + Pad bound them."""
+    from mmengine.config import Config
+
+    from ckptzoo.datasets.batch_shapes import loader_shapes
+    cfg = Config(dict(data=dict(train=dict(type='MultiImageMixDataset', pipeline=PIPELINE)),
+                      seed=0))
+    shapes = loader_shapes(cfg, dataset, 2)
+    assert [g.worst for g in shapes.groups] == [(64, 64)]
+    assert 'MultiImageMixDataset mixes several images' in shapes.note

@@ -8,7 +8,11 @@ import pytest
 import torch
 
 from ckptzoo.registry import build_detector
+from ckptzoo.runner.fp16 import wrap_fp16_model
 from tests.helpers.detectors import det_batch, img_meta
+from tests.helpers.checkpointing import one_thread
+
+one_thread = pytest.fixture(autouse=True)(one_thread)
 
 
 def _cfg(**kw):
@@ -53,6 +57,14 @@ def test_train_step_and_simple_test_format():
                                     rescale=True)
     assert len(results) == 2 and all(len(r) == 3 for r in results)
     assert all(a.dtype == np.float32 and a.shape[1:] == (5, ) for r in results for a in r)
+
+
+def test_fp16_train_step_is_finite():
+    model = wrap_fp16_model(_model())
+    assert model.bbox_head.fp16_enabled
+    out = model.train_step(det_batch(), None)
+    assert all(np.isfinite(v) for v in out['log_vars'].values())
+    out['loss'].backward()
 
 
 def test_random_size_schedule_and_distribution():

@@ -70,7 +70,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.subprocess,
 
 
 def _train(args):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
     proc = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'train.py')] + args,
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

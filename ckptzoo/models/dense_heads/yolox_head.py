@@ -16,6 +16,7 @@ honoured where set (mmdet ignored it; YOLOX configs leave it out); no detections
 import math
 from functools import partial
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -215,8 +216,8 @@ class YOLOXHead(LevelUnitsMixin, BaseDenseHead):
         objectness = self._flatten(objectnesses, 1, num_imgs)[..., 0].sigmoid()
         bboxes = self._bbox_decode(self._priors(cls_scores), deltas)
         if rescale:
-            factors = bboxes.new_tensor([list(m['scale_factor']) for m in img_metas])
-            bboxes = bboxes / factors.unsqueeze(1)
+            factors = bboxes.new_tensor(np.array([m['scale_factor'] for m in img_metas]))
+            bboxes = bboxes / factors.view(num_imgs, 1, -1)  # [B, 4] or one factor each
         return [self._bboxes_nms(scores[i], bboxes[i], objectness[i], cfg, with_nms)
                 for i in range(num_imgs)]
 

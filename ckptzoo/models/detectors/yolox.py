@@ -9,11 +9,13 @@ Fixes over mmdet (same distribution of sizes, different draws):
 * mmdet drew the size with Python's global ``random`` on rank 0 and broadcast it (a barrier
   every ``interval`` iterations, and draws that shift with any other use of ``random``). Here
   the ``k``-th size is a pure function of ``k`` (its own generator seeded from ``k``), so every
-  rank computes the same size without communicating;
+  rank computes the same size without communicating (and every run draws the same sequence,
+  whatever its seed: under ``--diff-seed`` the ranks' seeds differ);
 * the number of training forwards so far (``_progress_in_iter``) is saved with the weights,
   in the state dict's metadata (no new key, so mmdet checkpoints load and ours load into
   mmdet), and restored by a resume: the resumed run trains at the sizes the uninterrupted one
-  did (mmdet restarted at ``input_size`` and a fresh sequence);
+  did (mmdet restarted at ``input_size`` and a fresh sequence). The planner's probe steps
+  restore the state dict after probing, so they leave the sequence where it was;
 * the ground-truth boxes are rescaled in new tensors (mmdet scaled the caller's in place).
 """
 import random

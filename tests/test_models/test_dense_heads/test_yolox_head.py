@@ -8,6 +8,9 @@ import torch
 
 from ckptzoo.models.utils import bias_init_with_prob
 from ckptzoo.registry import UnknownKeyError, build_head
+from tests.helpers.checkpointing import one_thread
+
+one_thread = pytest.fixture(autouse=True)(one_thread)
 
 TRAIN_CFG = dict(assigner=dict(type='SimOTAAssigner', center_radius=2.5))
 TEST_CFG = dict(score_thr=0.01, nms=dict(type='nms', iou_threshold=0.65))
@@ -118,6 +121,9 @@ def test_decode_and_get_bboxes_by_hand():
     (dets2, _), = head.get_bboxes([cls], [reg], [obj], img_metas=[_meta(16, 16, scale=2.)],
                                   rescale=True)
     torch.testing.assert_close(dets2[:, :4], dets[:, :4] / 2)
+    meta = dict(_meta(16, 16), scale_factor=2.0)  # one float, as some pipelines give it
+    (dets3, _), = head.get_bboxes([cls], [reg], [obj], img_metas=[meta], rescale=True)
+    torch.testing.assert_close(dets3, dets2)
     # before NMS: every prior scoring at least score_thr, its best class
     bboxes, scores, labels = head.get_bboxes([cls], [reg], [obj], img_metas=[_meta(16, 16)],
                                              with_nms=False)[0]
@@ -186,3 +192,14 @@ def test_config_errors_name_the_bad_value():
     with pytest.raises(ValueError, match='needs train_cfg'):
         head = _head(train_cfg=None)
         head.loss(*head(_feats()), GT, LABELS, [_meta(), _meta()])
+
+
+def test_aug_test_merges_the_views_before_nms():
+    """mmdet's YOLOXHead ignored with_nms=False, so its test-time augmentation could not merge
+    views; here one view twice gives the single view's detections."""
+    head = _head(test_cfg=dict(TEST_CFG, score_thr=0.0))
+    feats = [f[:1] for f in _feats()]
+    (single, labels), = head.simple_test(feats, [_meta()])
+    (merged, merged_labels), = head.aug_test([feats, feats], [[_meta()], [_meta()]])
+    torch.testing.assert_close(merged, single)
+    assert merged_labels.tolist() == labels.tolist()
