@@ -21,7 +21,6 @@ from functools import partial
 
 import numpy as np
 import torch
-import torch.distributed as torch_dist
 import torch.nn.functional as F
 from mmengine.dist import get_dist_info
 from torch.utils.data import DataLoader, Sampler
@@ -31,7 +30,7 @@ from torch.utils.data.dataloader import default_collate
 from ..registry import build_dataset as _registry_build
 from .dataset_wrappers import (ClassBalancedDataset, ConcatDataset, MultiImageMixDataset,
                                RepeatDataset)
-from .sample_seed import seed_globals, seeded_indices, worker_seed
+from .sample_seed import seed_globals, seeded_indices, sync_random_seed, worker_seed
 
 #: Per-image keys kept as lists in a batch (their sizes differ from image to image).
 LIST_KEYS = ('img_metas', 'gt_bboxes', 'gt_labels', 'gt_bboxes_ignore', 'gt_labels_ignore',
@@ -142,25 +141,6 @@ def _collate_key(key, values, size_divisor, pad_value):
     if key in PAD_KEYS and isinstance(values[0], torch.Tensor):
         return _pad_stack(values, 255 if key == 'gt_semantic_seg' else pad_value, size_divisor)
     return default_collate(values)
-
-
-def sync_random_seed(seed=None):
-    """Rank 0's ``seed`` on every rank (mmdet 2.x's ``sync_random_seed``): the distributed
-    samplers shuffle with it, so the ranks cut one order into disjoint parts even when their
-    seeds differ (``--diff-seed``). A collective under torch.distributed; ``None`` counts as 0,
-    as in the samplers (mmdet drew a random seed)."""
-    seed = 0 if seed is None else seed
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f'seed must be an int or None, got {seed!r}')
-    rank, world_size = get_dist_info()
-    if world_size == 1:
-        return int(seed)
-    device = 'cpu'
-    if torch_dist.get_backend() == 'nccl':
-        device = torch.device('cuda', torch.cuda.current_device())
-    value = torch.tensor(int(seed) if rank == 0 else 0, dtype=torch.int64, device=device)
-    torch_dist.broadcast(value, src=0)
-    return int(value.item())
 
 
 class GroupSampler(Sampler):

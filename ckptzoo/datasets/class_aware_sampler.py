@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Sampler
 
 from mmengine.dist import get_dist_info
-from .sample_seed import seeded_indices
+from .sample_seed import seeded_indices, sync_random_seed
 
 
 def cat2imgs(dataset):
@@ -54,7 +54,6 @@ class ClassAwareSampler(Sampler):
 
     def __init__(self, dataset, samples_per_gpu=1, num_replicas=None, rank=None, seed=0,
                  num_sample_class=1):
-        from .builder import sync_random_seed
         _rank, _world = get_dist_info()
         self.num_replicas = _world if num_replicas is None else num_replicas
         self.rank = _rank if rank is None else rank

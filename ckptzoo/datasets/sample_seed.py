@@ -15,9 +15,11 @@ import random
 
 import numpy as np
 import torch
+import torch.distributed as torch_dist
+from mmengine.dist import get_dist_info
 
 __all__ = ['SeededIndex', 'sample_seed', 'worker_seed', 'seed_globals', 'seeded_indices',
-           'sample_rng']
+           'sample_rng', 'sync_random_seed']
 
 _SAMPLE, _WORKER = 0, 1  # domains of the derived seeds, so the two never coincide
 
@@ -84,3 +86,22 @@ def sample_rng(index):
         random.setstate(saved[0])
         np.random.set_state(saved[1])
         torch.default_generator.set_state(saved[2])
+
+
+def sync_random_seed(seed=None):
+    """Rank 0's ``seed`` on every rank (mmdet 2.x's ``sync_random_seed``): the distributed
+    samplers shuffle with it, so the ranks cut one order into disjoint parts even when their
+    seeds differ (``--diff-seed``). A collective under torch.distributed; ``None`` counts as 0,
+    as in the samplers (mmdet drew a random seed)."""
+    seed = 0 if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f'seed must be an int or None, got {seed!r}')
+    rank, world_size = get_dist_info()
+    if world_size == 1:
+        return int(seed)
+    device = 'cpu'
+    if torch_dist.get_backend() == 'nccl':
+        device = torch.device('cuda', torch.cuda.current_device())
+    value = torch.tensor(int(seed) if rank == 0 else 0, dtype=torch.int64, device=device)
+    torch_dist.broadcast(value, src=0)
+    return int(value.item())
