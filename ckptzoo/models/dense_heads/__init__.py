@@ -105,3 +105,6 @@ __all__ += ['YOLOXHead']
 from .ld_head import LDHead  # noqa: E402
 
 __all__ += ['LDHead']
+from .ascend_retina_head import AscendAnchorHead, AscendRetinaHead  # noqa: E402
+
+__all__ += ['AscendAnchorHead', 'AscendRetinaHead']
