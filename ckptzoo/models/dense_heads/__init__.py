@@ -41,3 +41,6 @@ __all__ += ['SSDHead']
 from .yolo_head import YOLOV3Head  # noqa: E402
 
 __all__ += ['YOLOV3Head']
+from .pisa_ssd_head import PISASSDHead  # noqa: E402
+
+__all__ += ['PISASSDHead']
