@@ -26,3 +26,5 @@ from .merge_cells import BaseMergeCell, ConcatCell, GlobalPoolingCell, SumCell  
 from .conv_aws import ConvAWS2d  # noqa: F401
 from .saconv import SAConv2d  # noqa: F401
 from .scale import Scale  # noqa: F401
+from .hsigmoid import HSigmoid  # noqa: F401
+from .se_layer import DyReLU  # noqa: F401

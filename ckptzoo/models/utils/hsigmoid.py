@@ -1,0 +1,27 @@
+"""mmcv's ``HSigmoid`` activation (``act_cfg=dict(type='HSigmoid', ...)``):
+``clamp((x + bias) / divisor, min_value, max_value)``; mmcv >= 1.4.4's defaults (bias 3,
+divisor 6, the PyTorch hard sigmoid). DyHead's attentions use it."""
+import torch.nn as nn
+
+from .conv_module import ACTIVATIONS
+
+__all__ = ['HSigmoid']
+
+
+class HSigmoid(nn.Module):
+    """Hard sigmoid with mmcv's arguments (no warning about the 1.4.4 default change)."""
+
+    def __init__(self, bias=3.0, divisor=6.0, min_value=0.0, max_value=1.0):
+        super().__init__()
+        if divisor == 0:
+            raise ValueError('HSigmoid divisor must not be 0')
+        self.bias = bias
+        self.divisor = divisor
+        self.min_value = min_value
+        self.max_value = max_value
+
+    def forward(self, x):
+        return ((x + self.bias) / self.divisor).clamp(self.min_value, self.max_value)
+
+
+ACTIVATIONS.setdefault('HSigmoid', HSigmoid)
