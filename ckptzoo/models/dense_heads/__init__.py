@@ -44,3 +44,6 @@ __all__ += ['YOLOV3Head']
 from .pisa_ssd_head import PISASSDHead  # noqa: E402
 
 __all__ += ['PISASSDHead']
+from .centernet_head import CenterNetHead  # noqa: E402
+
+__all__ += ['CenterNetHead']

@@ -39,3 +39,6 @@ __all__ += ['FSAF']
 from .yolo import YOLOV3  # noqa: E402
 
 __all__ += ['YOLOV3']
+from .centernet import CenterNet  # noqa: E402
+
+__all__ += ['CenterNet']

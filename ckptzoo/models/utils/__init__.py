@@ -28,3 +28,6 @@ from .saconv import SAConv2d  # noqa: F401
 from .scale import Scale  # noqa: F401
 from .hsigmoid import HSigmoid  # noqa: F401
 from .se_layer import DyReLU  # noqa: F401
+from .gaussian_target import (gather_feat, gaussian_radius, gen_gaussian_target,  # noqa: F401
+                              get_local_maximum, get_topk_from_heatmap,
+                              transpose_and_gather_feat)
