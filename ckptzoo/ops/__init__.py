@@ -19,3 +19,7 @@ __all__ = ['DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
            'RoIAlign', 'SimpleRoIAlign', 'point_sample', 'rel_roi_point_to_abs_img_point',
            'rel_roi_point_to_rel_img_point', 'CARAFEPack', 'carafe', 'deform_roi_pool',
            'DeformRoIPool', 'DeformRoIPoolPack', 'ModulatedDeformRoIPoolPack']
+from .nms import soft_nms  # noqa: E402
+from .corner_pool import CornerPool  # noqa: E402
+
+__all__ += ['soft_nms', 'CornerPool']

@@ -47,3 +47,9 @@ __all__ += ['PISASSDHead']
 from .centernet_head import CenterNetHead  # noqa: E402
 
 __all__ += ['CenterNetHead']
+from .corner_head import CornerHead  # noqa: E402
+
+__all__ += ['CornerHead']
+from .centripetal_head import CentripetalHead  # noqa: E402
+
+__all__ += ['CentripetalHead']

@@ -42,3 +42,6 @@ __all__ += ['YOLOV3']
 from .centernet import CenterNet  # noqa: E402
 
 __all__ += ['CenterNet']
+from .cornernet import CornerNet  # noqa: E402
+
+__all__ += ['CornerNet']

@@ -29,3 +29,6 @@ __all__ += ['GHMC', 'GHMR']
 from .gaussian_focal_loss import GaussianFocalLoss, gaussian_focal_loss  # noqa: E402
 
 __all__ += ['GaussianFocalLoss', 'gaussian_focal_loss']
+from .ae_loss import AssociativeEmbeddingLoss  # noqa: E402
+
+__all__ += ['AssociativeEmbeddingLoss']
