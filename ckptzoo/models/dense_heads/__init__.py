@@ -53,3 +53,6 @@ __all__ += ['CornerHead']
 from .centripetal_head import CentripetalHead  # noqa: E402
 
 __all__ += ['CentripetalHead']
+from .ld_head import LDHead  # noqa: E402
+
+__all__ += ['LDHead']

@@ -45,3 +45,6 @@ __all__ += ['CenterNet']
 from .cornernet import CornerNet  # noqa: E402
 
 __all__ += ['CornerNet']
+from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
+
+__all__ += ['KnowledgeDistillationSingleStageDetector']

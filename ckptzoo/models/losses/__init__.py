@@ -32,3 +32,6 @@ __all__ += ['GaussianFocalLoss', 'gaussian_focal_loss']
 from .ae_loss import AssociativeEmbeddingLoss  # noqa: E402
 
 __all__ += ['AssociativeEmbeddingLoss']
+from .kd_loss import KnowledgeDistillationKLDivLoss  # noqa: E402
+
+__all__ += ['KnowledgeDistillationKLDivLoss']
