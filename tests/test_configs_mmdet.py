@@ -292,3 +292,43 @@ def test_mmdet_rcnn_variant_folder_config_builds_on_meta(name):
         assert reason is None, reason
     elif reason is not None:
         pytest.xfail(f'pending: {why} ({reason[:120]})')
+
+
+# mmdet's one-stage configs trained as the two-stage ones above: the three savers on the
+# command line, the head's levels checkpointed too (``model.bbox_head.with_cp=True``)
+ONE_STAGE = ['fcos/fcos_r50_caffe_fpn_gn-head_1x_coco.py',
+             'fcos/fcos_center-normbbox-centeronreg-giou_r50_caffe_fpn_gn-head_1x_coco.py',
+             'atss/atss_r50_fpn_1x_coco.py', 'gfl/gfl_r50_fpn_1x_coco.py']
+ONE_STAGE_SHRINK = ['model.backbone.init_cfg=None', 'data.workers_per_gpu=0',
+                    'runner.max_epochs=1', 'log_config.interval=1',
+                    'model.test_cfg.score_thr=0.0', 'model.test_cfg.max_per_img=2',
+                    'data.train.pipeline.2.img_scale=(96,64)',
+                    'data.val.pipeline.1.img_scale=(96,64)',
+                    'data.test.pipeline.1.img_scale=(96,64)', 'model.backbone.with_cp=True',
+                    'model.bbox_head.with_cp=True', 'fp16.loss_scale=512.',
+                    'optimizer_config.cumulative_iters=2']
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ONE_STAGE)
+def test_mmdet_one_stage_config_trains_with_the_savers(name, data_tree, tmp_path, monkeypatch):
+    """Each config, unchanged but for its scale, trains an epoch through tools/train.py with
+    backbone and head ``with_cp`` + fp16 + ``cumulative_iters`` from the command line, and
+    evaluates box AP."""
+    from tests.helpers.tools import load_tool
+
+    monkeypatch.chdir(data_tree)
+    work_dir = tmp_path / 'work'
+    argv = [osp.join(MMDET_CONFIGS, name), '--work-dir', str(work_dir), '--cfg-options',
+            *ONE_STAGE_SHRINK]
+    assert load_tool('train.py').main(argv) in (None, 0)
+    log = open(next(str(p) for p in work_dir.glob('*.log'))).read()
+    assert 'GradientCumulativeFp16OptimizerHook' in log and 'loss_scale: 512' in log
+    train_lines = [line for line in log.splitlines() if 'Epoch [1][' in line]
+    keys = {'fcos': ('loss_cls', 'loss_bbox', 'loss_centerness'),
+            'atss': ('loss_cls', 'loss_bbox', 'loss_centerness'),
+            'gfl': ('loss_cls', 'loss_bbox', 'loss_dfl')}[name.split('/')[0]]
+    for key in keys:
+        assert key in train_lines[-1], train_lines[-1]
+    val_line = next(line for line in log.splitlines() if 'Epoch(val) [1]' in line)
+    assert 'bbox_mAP:' in val_line

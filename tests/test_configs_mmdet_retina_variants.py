@@ -13,9 +13,6 @@ ROOT = mmdet_configs_root()
 FOLDERS = ('nas_fpn', 'ghm', 'free_anchor', 'pisa', 'fsaf', 'yolof')
 CONFIGS = [n for n in model_configs(ROOT, FOLDERS)
            if not n.startswith('pisa/') or 'retinanet' in n] if ROOT else []
-# what still fails, and why
-NOT_YET = {name: kind for name in CONFIGS for prefix, kind in
-           (('yolof/', 'YOLOF'), ) if name.startswith(prefix)}
 
 pytestmark = pytest.mark.skipif(ROOT is None, reason='mmdet 2.28.2 (its configs) not installed')
 
@@ -29,7 +26,4 @@ def test_the_16_configs_are_found():
 @pytest.mark.parametrize('name', CONFIGS)
 def test_config_builds_on_meta(name):
     reason = try_build(osp.join(ROOT, name))
-    if name in NOT_YET:
-        assert reason is not None and f"'{NOT_YET[name]}'" in reason, reason
-        pytest.xfail(f'needs {NOT_YET[name]}: {reason}')
     assert reason is None, reason

@@ -32,3 +32,19 @@ __all__ += ['DeepFashionDataset', 'Objects365V1Dataset', 'Objects365V2Dataset',
 from .synthetic_coco_variants import generate_coco_variant  # noqa: E402
 
 __all__ += ['generate_coco_variant']
+from .lvis import LVISV05Dataset, LVISV1Dataset  # noqa: E402
+
+__all__ += ['LVISV05Dataset', 'LVISV1Dataset']
+from .dataset_wrappers import ClassBalancedDataset  # noqa: E402
+from .class_aware_sampler import ClassAwareSampler  # noqa: E402
+
+__all__ += ['ClassBalancedDataset', 'ClassAwareSampler']
+from .openimages import OpenImagesChallengeDataset, OpenImagesDataset  # noqa: E402
+from .synthetic_openimages import generate_openimages  # noqa: E402
+
+__all__ += ['OpenImagesDataset', 'OpenImagesChallengeDataset', 'generate_openimages']
+
+
+from .dataset_wrappers import MultiImageMixDataset  # noqa: E402
+
+__all__ += ['MultiImageMixDataset']

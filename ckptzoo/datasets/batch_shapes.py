@@ -331,6 +331,9 @@ def _table(dataset, pipeline: list):
         join = (lambda k: None if any(p[k] is None for p in parts)
                 else [x for p in parts for x in p[k]])
         return join(0), join(1), join(2), why
+    if hasattr(dataset, 'pipeline_types'):  # MultiImageMixDataset's own pipeline
+        return None, None, None, (f'{type(dataset).__name__} mixes several images into each '
+                                  f'item ({", ".join(dataset.pipeline_types)})')
     inner = getattr(dataset, 'dataset', None)
     if inner is not None:
         if hasattr(dataset, 'repeat_indices'):

@@ -29,7 +29,8 @@ from torch.utils.data import DistributedSampler as _TorchDistributedSampler
 from torch.utils.data.dataloader import default_collate
 
 from ..registry import build_dataset as _registry_build
-from .dataset_wrappers import ConcatDataset, RepeatDataset
+from .dataset_wrappers import (ClassBalancedDataset, ConcatDataset, MultiImageMixDataset,
+                               RepeatDataset)
 from .sample_seed import seed_globals, seeded_indices, worker_seed
 
 #: Per-image keys kept as lists in a batch (their sizes differ from image to image).
@@ -73,6 +74,12 @@ def build_dataset(cfg, default_args=None):
                              cfg.get('separate_eval', True))
     if cfg['type'] in ('RepeatDataset', RepeatDataset):
         return RepeatDataset(build_dataset(cfg['dataset'], default_args), cfg['times'])
+    if cfg['type'] in ('ClassBalancedDataset', ClassBalancedDataset):
+        return ClassBalancedDataset(build_dataset(cfg['dataset'], default_args),
+                                    cfg['oversample_thr'], cfg.get('filter_empty_gt', True))
+    if cfg['type'] in ('MultiImageMixDataset', MultiImageMixDataset):
+        args = {k: v for k, v in cfg.items() if k != 'type'}
+        return MultiImageMixDataset(build_dataset(args.pop('dataset'), default_args), **args)
     if isinstance(cfg.get('ann_file'), (list, tuple)):
         return _concat_dataset(cfg, default_args)
     return _registry_build(cfg, default_args)
@@ -312,7 +319,7 @@ def _no_object_reasons(dataset):
 
 def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist=False,
                      shuffle=True, seed=None, drop_last=False, persistent_workers=False,
-                     **kwargs):
+                     class_aware_sampler=None, **kwargs):
     """mmdet 2.x ``build_dataloader``.
 
     Not distributed: batch ``num_gpus * samples_per_gpu``, ``GroupSampler`` when shuffling
@@ -334,7 +341,10 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
     ``seed``, else with torch's initial seed), from which starting an iteration over it draws
     (workers' base seeds): iterating, as an evaluation or a resumed run does, leaves the
     trainer's torch generator (dropout) untouched.
-    ``persistent_workers`` only applies when there are workers.
+    ``persistent_workers`` only applies when there are workers. ``class_aware_sampler``
+    (a dict, e.g. ``dict(num_sample_class=1)``, as mmdet 2.28's configs set it in
+    ``data.train_dataloader``) samples with :class:`.ClassAwareSampler`, distributed or not,
+    seeded as the others.
     """
     if len(dataset) == 0:  # the samplers would fail with "need at least one array ..."
         raise ValueError(' '.join(_empty_reasons(dataset)) or
@@ -343,7 +353,18 @@ def build_dataloader(dataset, samples_per_gpu, workers_per_gpu, num_gpus=1, dist
     if no_objects:
         raise ValueError(' '.join(no_objects))
     rank, world_size = get_dist_info()
-    if dist:
+    if class_aware_sampler is not None:
+        from .class_aware_sampler import ClassAwareSampler
+        if not isinstance(class_aware_sampler, dict) or \
+                set(class_aware_sampler) - {'num_sample_class'}:
+            raise ValueError(f'class_aware_sampler must be a dict with at most '
+                             f'num_sample_class, got {class_aware_sampler!r}')
+        batch_size, num_workers = ((samples_per_gpu, workers_per_gpu) if dist else
+                                   (num_gpus * samples_per_gpu, num_gpus * workers_per_gpu))
+        sampler = ClassAwareSampler(dataset, samples_per_gpu, world_size if dist else 1,
+                                    rank if dist else 0, seed=seed if seed is not None else 0,
+                                    **class_aware_sampler)
+    elif dist:
         batch_size, num_workers = samples_per_gpu, workers_per_gpu
         has_flag = hasattr(dataset, 'flag')
         if shuffle and has_flag:

@@ -152,6 +152,17 @@ class CustomDataset(Dataset):
     def get_cat_ids(self, idx):
         return np.asarray(self.get_ann_info(idx)['labels']).astype(np.int64).tolist()
 
+    def get_cat2imgs(self):
+        """``{label: [indices of the images holding it]}`` over ``CLASSES`` (mmdet's, for
+        ``ClassAwareSampler``)."""
+        if self.CLASSES is None:
+            raise ValueError(f'{type(self).__name__} has no CLASSES')
+        out = {i: [] for i in range(len(self.CLASSES))}
+        for i in range(len(self)):
+            for label in set(self.get_cat_ids(i)):
+                out[label].append(i)
+        return out
+
     def check_mask_annotations(self):
         """Run when the pipeline has ``LoadAnnotations(with_mask=True)``, before any training:
         every image's annotation must give one usable mask per box (``ann['masks']``, COCO

@@ -13,7 +13,8 @@ how the json names them::
                   the train json also lists one of the images the release does not ship
     cityscapes    ROOT/annotations/instancesonly_filtered_gtFine_{train,val,test}.json,
                   ROOT/leftImg8bit/<split>/<city>/<city>_000000_<n>_leftImg8bit.png, the json's
-                  ``segm_file``; category ids 24-33 as cityscapesscripts' label ids
+                  ``segm_file``: ROOT/gtFine/<split>/<city>/..._gtFine_instanceIds.png (what
+                  cityscapesscripts evaluates); category ids 24-33 as its label ids
     lvis_v0.5     ROOT/annotations/lvis_v0.5_{train,val}.json, ROOT/{train,val}2017/*.jpg
     lvis_v1       ROOT/annotations/lvis_v1_{train,val}.json with ``coco_url`` and no
                   ``file_name``, images ROOT/{train,val}2017/*.jpg
@@ -29,6 +30,7 @@ import os.path as osp
 import shutil
 
 import cv2
+import numpy as np
 
 from .synthetic_coco import generate_coco
 from .synthetic_voc import write_once
@@ -104,6 +106,24 @@ def _file_name(kind, split_dir, i, img):
     return None, osp.join(split_dir, name)
 
 
+def _write_instance_ids(data, img, path):
+    """Cityscapes' ``*_gtFine_instanceIds.png`` (16 bit): an object's pixels
+    ``label_id * 1000 + k``, a crowd's ``label_id``, 0 elsewhere."""
+    from pycocotools import mask as mask_utils
+    h, w = img['height'], img['width']
+    ids = np.zeros((h, w), dtype=np.uint16)
+    anns = [a for a in data['annotations'] if a['image_id'] == img['id']]
+    for k, ann in enumerate(anns):
+        seg = ann['segmentation']
+        rles = mask_utils.frPyObjects(seg, h, w)
+        mask = mask_utils.decode(mask_utils.merge(rles) if isinstance(rles, list) else rles)
+        ids[mask > 0] = ann['category_id'] * (1 if ann['iscrowd'] else 1000) + \
+            (0 if ann['iscrowd'] else k)
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    if not cv2.imwrite(path, ids):
+        raise OSError(f'PNG encoding failed for {path}')
+
+
 def _adapt(kind, data, split_dir, src_dir, img_dir, folder):
     ids = _names_and_ids(kind)[1]
     images = []
@@ -124,6 +144,9 @@ def _adapt(kind, data, split_dir, src_dir, img_dir, folder):
             img['file_name'] = json_name
         if kind == 'cityscapes':
             img['segm_file'] = json_name.replace('_leftImg8bit.png', '_gtFine_instanceIds.png')
+            _write_instance_ids(data, img, osp.join(
+                osp.dirname(osp.dirname(img_dir)), 'gtFine', osp.basename(img_dir),
+                img['segm_file']))
         if kind.startswith('lvis'):
             present = {a['category_id'] for a in data['annotations']
                        if a['image_id'] == img['id']}

@@ -1,3 +1,6 @@
 from .voc_map import average_precision, bbox_overlaps, eval_map, print_map_summary
 
 __all__ = ['average_precision', 'bbox_overlaps', 'eval_map', 'print_map_summary']
+from .openimages_map import eval_openimages_map, tpfp_openimages  # noqa: E402
+
+__all__ += ['eval_openimages_map', 'tpfp_openimages']

@@ -19,6 +19,10 @@ __all__ = ['DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
            'RoIAlign', 'SimpleRoIAlign', 'point_sample', 'rel_roi_point_to_abs_img_point',
            'rel_roi_point_to_rel_img_point', 'CARAFEPack', 'carafe', 'deform_roi_pool',
            'DeformRoIPool', 'DeformRoIPoolPack', 'ModulatedDeformRoIPoolPack']
+
+from .masked_conv import MaskedConv2d  # noqa: E402
+
+__all__ += ['MaskedConv2d']
 from .nms import soft_nms  # noqa: E402
 from .corner_pool import CornerPool  # noqa: E402
 

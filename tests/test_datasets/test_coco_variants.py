@@ -153,8 +153,35 @@ def test_cityscapes_filters_crowd_only_images_and_reads_segm_file(roots):
     ann = city.get_ann_info(0)
     assert ann['seg_map'].endswith('_gtFine_instanceIds.png')
     assert ann['seg_map'] == city.data_infos[0]['segm_file']
-    with pytest.raises(NotImplementedError, match='cityscapes'):
-        _ds(roots, 'CityscapesDataset', test_mode=True).evaluate([], metric='cityscapes')
+
+
+def test_cityscapes_metric_equals_mmdet(roots, tmp_path, monkeypatch):
+    """The Cityscapes instance AP (cityscapesscripts 2.3.0, optional) on the fixture's
+    gtFine instanceIds: mmdet 2.28.2's numbers (computed by mmdet on it)."""
+    pytest.importorskip('cityscapesscripts', reason='cityscapesscripts (optional) is not '
+                                                    'installed: pip install ckptzoo[cityscapes]')
+    monkeypatch.chdir(tmp_path)
+    ds = _ds(roots, 'CityscapesDataset', test_mode=True)
+    results = with_box_masks(ds.data_infos, fake_results(
+        [ds.get_ann_info(i) for i in range(len(ds))], len(ds.CLASSES), span=40))
+    out = ds.evaluate(results, metric=['cityscapes', 'bbox'], logger='silent',
+                      outfile_prefix=str(tmp_path / 'out'))
+    assert (out['mAP'], out['AP@50']) == (0.1507063492063492, 0.38566137566137565)
+    assert out['bbox_mAP'] == MMDET['CityscapesDataset']['bbox_mAP']
+    assert not (tmp_path / 'matches.json').exists()  # kept out of the working directory
+    assert sorted(p.name for p in (tmp_path / 'out').glob('*_pred.txt'))[0].endswith(
+        '_leftImg8bit_pred.txt')
+
+
+def test_cityscapes_metric_without_the_package_says_how(roots, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, 'cityscapesscripts', None)
+    monkeypatch.setitem(sys.modules, 'cityscapesscripts.evaluation', None)
+    monkeypatch.setitem(
+        sys.modules, 'cityscapesscripts.evaluation.evalInstanceLevelSemanticLabeling', None)
+    ds = _ds(roots, 'CityscapesDataset', test_mode=True)
+    with pytest.raises(ImportError, match='pip install cityscapesscripts==2.3.0'):
+        ds.evaluate([], metric='cityscapes')
 
 
 def test_deepfashion_builds_with_masks(roots):

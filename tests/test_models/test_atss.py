@@ -130,3 +130,20 @@ def test_fp16_train_step_is_finite():
     assert all(np.isfinite(v) for v in out['log_vars'].values())
     out['loss'].backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_with_a_dyhead_neck_as_mmdets_dyhead_configs():
+    """dyhead/atss_*: the FPN then a DyHead, the head without its own convs."""
+    cfg = _cfg()
+    cfg['neck'] = [cfg['neck'], dict(type='DyHead', in_channels=16, out_channels=16,
+                                     num_blocks=2)]
+    cfg['bbox_head'].update(stacked_convs=0, pred_kernel_size=1)
+    torch.manual_seed(0)
+    model = build_detector(cfg)
+    units = list(model.checkpoint_units())
+    assert 'neck.1.block0' in units and 'neck.1.block1' in units
+    assert 'bbox_head.cls_convs.0.conv.weight' not in model.state_dict()
+    out = model.train_step(det_batch(), None)
+    assert all(np.isfinite(v) for v in out['log_vars'].values())
+    out['loss'].backward()
+    assert model.neck[1].dyhead_blocks[0].spatial_conv_offset.weight.grad.abs().sum() > 0

@@ -92,3 +92,20 @@ def test_fp16_distances_are_float32():
         head = model.bbox_head
         feats = [torch.randn(1, 16, 4, 4)] * 5
         assert all(r.dtype == torch.float32 for r in head(feats)[1])
+
+
+def test_aug_test_of_one_augmentation_twice_is_the_single_test():
+    """BaseDenseHead's aug_test with centerness factors: the same augmentation twice merges
+    to the single-image result (NMS removes the duplicates; exp distances: no empty box,
+    which NMS could not match)."""
+    import torch
+
+    from tests.helpers.detectors import img_meta
+    model = build(_cfg())
+    model.eval()
+    img = batch()['img'][:1]
+    with torch.no_grad():
+        single = model.simple_test(img, [img_meta()], rescale=True)[0]
+        twice = model.aug_test([img, img], [[img_meta()], [img_meta()]], rescale=True)[0]
+    for a, b in zip(single, twice):
+        np.testing.assert_array_equal(a, b)

@@ -52,3 +52,27 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match=r'\(labels \[N\], scores \[N\]\) pair'):
         MODELS.build(dict(type='QualityFocalLoss'))(torch.zeros(2, 2), torch.zeros(2))
     assert math.isclose(MODELS.build(dict(type='QualityFocalLoss')).beta, 2.0)
+
+
+def test_focal_loss_on_probabilities_equals_the_logit_form():
+    logits = torch.randn(6, 3)
+    labels = torch.tensor([0, 3, 2, 1, 3, 0])
+    weight = torch.rand(6)
+    on_logits = MODELS.build(dict(type='FocalLoss', gamma=2.0, alpha=0.25))(
+        logits, labels, weight, avg_factor=2.)
+    on_probs = MODELS.build(dict(type='FocalLoss', activated=True, gamma=2.0, alpha=0.25))(
+        logits.sigmoid(), labels, weight, avg_factor=2.)
+    torch.testing.assert_close(on_probs, on_logits, rtol=1e-5, atol=1e-7)
+
+
+def test_sigmoid_geometric_mean_and_its_gradient():
+    from ckptzoo.models.utils import sigmoid_geometric_mean
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    z = sigmoid_geometric_mean(x, y)
+    torch.testing.assert_close(z, (x.sigmoid() * y.sigmoid()).sqrt())
+    assert torch.autograd.gradcheck(sigmoid_geometric_mean, (x, y))
+    # finite where autograd of the composition is not: both sigmoids underflow
+    far = torch.tensor([-800.], dtype=torch.float64, requires_grad=True)
+    sigmoid_geometric_mean(far, far.detach().clone().requires_grad_()).sum().backward()
+    assert torch.isfinite(far.grad).all()

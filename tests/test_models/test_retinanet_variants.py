@@ -69,3 +69,15 @@ def test_train_step_and_simple_test(kind):
         assert len(per_image) == 3
         assert all(d.dtype == np.float32 and d.shape[1] == 5 for d in per_image)
         assert sum(len(d) for d in per_image) > 0
+
+
+@pytest.mark.parametrize('kind', sorted(HEADS))
+def test_fp16_train_step_is_finite(kind):
+    from ckptzoo.runner.fp16 import wrap_fp16_model
+    torch.manual_seed(0)
+    model = wrap_fp16_model(build_detector(_cfg(kind)))
+    out = model.train_step(det_batch(), None)
+    assert out['loss'].dtype == torch.float32
+    assert all(np.isfinite(v) for v in out['log_vars'].values())
+    out['loss'].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

@@ -214,3 +214,13 @@ def test_rpn_show_result_draws_the_best_proposals(tmp_path):
 def test_rpn_overfits_one_batch():
     losses = overfit(build_rpn(), rpn_batch())
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_a_dense_head_key_on_a_two_stage_model_is_named():
+    """mmdet's objects365 RetinaNet config puts bbox_head on a Faster R-CNN base (mmdet cannot
+    build it either): the error names the problem."""
+    from ckptzoo.registry import build_model
+    with pytest.raises(TypeError, match='two-stage detector .* takes no bbox_head'):
+        build_model(dict(type='FasterRCNN', backbone=dict(type='ResNet', depth=18),
+                         rpn_head=None, roi_head=None, train_cfg=None, test_cfg=None,
+                         bbox_head=dict(type='RetinaHead', num_classes=3, in_channels=8)))

@@ -327,3 +327,17 @@ def test_eval_arguments_are_checked_at_construction(tmp_path):
         DistEvalHook(DataLoader(ConcatDataset([dataset, dataset])), metric='mAP')
     hook = EvalHook(loader, interval=2, metric='accuracy', metric_options=dict(topk=(1, )))
     assert hook.eval_kwargs == dict(metric='accuracy', metric_options=dict(topk=(1, )))
+
+
+def test_dynamic_intervals_as_mmdet(tmp_path):
+    # every 3 epochs, then every epoch from epoch 7 (1-based): after epochs 3, 6, 7, 8
+    hook, dataset = _hook([{'mAP': 0.1}] * 10, interval=3, dynamic_intervals=[(7, 1)])
+    runner = FakeRunner(tmp_path)
+    runner.register_hook(hook, 'LOW')
+    evaluated = []
+    hook_evaluate = hook._do_evaluate
+    hook._do_evaluate = lambda r: (evaluated.append(r.epoch + 1), hook_evaluate(r))
+    runner.run_epochs([0], max_epochs=8)
+    assert evaluated == [3, 6, 7, 8]
+    with pytest.raises(ValueError, match='dynamic_intervals must be a list of'):
+        _hook([], dynamic_intervals=[(7, 1), (5, 2)])

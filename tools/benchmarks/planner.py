@@ -8,7 +8,8 @@ For each model (ResNet-50 classifier, batch 8, 224 px, generated images; RetinaN
 320x320; Mask R-CNN R50-FPN ``configs/coco/mask_rcnn_r50_fpn_1x_coco.py``, batch 2, generated
 COCO data with polygon masks at 512x320, the RoI samplers at their largest counts as the
 planner probes them; ``cascade_mask_rcnn``: Cascade Mask R-CNN R50-FPN
-``configs/coco/cascade_mask_rcnn_r50_fpn_1x_coco.py`` likewise, on request): the plans a user sets by hand (plain, the backbone's ``with_cp``, every
+``configs/coco/cascade_mask_rcnn_r50_fpn_1x_coco.py`` likewise, on request; ``fcos`` / ``atss``:
+mmdet's FCOS R50 (caffe, GN head) / ATSS R50 COCO configs likewise, on request): the plans a user sets by hand (plain, the backbone's ``with_cp``, every
 unit ``'full'``) predicted and measured, then one probe, then ``--budgets`` budgets evenly spaced between the predicted peak with
 every unit ``'full'`` and the plain peak. At each budget the solver's plan is applied and its
 peak measured: the exact peak of live tensor storage of one step (``LiveTensorTracker``; CUDA:
@@ -208,7 +209,8 @@ def _named_plans(table):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--models', nargs='+', default=['resnet50', 'retinanet', 'mask_rcnn'],
-                        choices=['resnet50', 'retinanet', 'mask_rcnn', 'cascade_mask_rcnn'])
+                        choices=['resnet50', 'retinanet', 'mask_rcnn', 'cascade_mask_rcnn',
+                                 'fcos', 'atss'])
     parser.add_argument('--budgets', type=int, default=10)
     parser.add_argument('--rounds', type=int, default=3,
                         help='interleaved timed steps per plan (medians); 0: peaks only')

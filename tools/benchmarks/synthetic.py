@@ -61,10 +61,13 @@ def planner_config(model):
     """The planner benchmark's config of ``model``: ``'resnet50'`` (the classifier, batch 8,
     224 px generated images), ``'retinanet'`` (RetinaNet R50-FPN on VOC, batch 2, generated VOC
     data resized to 320x320) or ``'mask_rcnn'`` / ``'cascade_mask_rcnn'`` ((Cascade) Mask
-    R-CNN R50-FPN, batch 2, generated COCO data with polygon masks at 512x320)."""
+    R-CNN R50-FPN) and the one-stage :data:`PLANNER_COCO`, batch 2, generated COCO data with
+    polygon masks at 512x320."""
     from mmengine.config import Config
     if model in ('mask_rcnn', 'cascade_mask_rcnn'):
         return _mask_rcnn_config(model)
+    if model in PLANNER_COCO:
+        return _coco_config(PLANNER_COCO[model])
     if model == 'resnet50':
         cfg = Config.fromfile(osp.join(ROOT, 'configs/classification/resnet50_imagefolder.py'))
         cfg.data.samples_per_gpu = 8
@@ -84,11 +87,21 @@ def planner_config(model):
     return cfg
 
 
+#: the one-stage COCO configs of ``planner_config``, at the Mask R-CNNs' reduced scale
+PLANNER_COCO = {'fcos': 'configs/coco/fcos_r50_caffe_fpn_gn-head_1x_coco.py',
+                'atss': 'configs/coco/atss_r50_fpn_1x_coco.py'}
+
+
 def _mask_rcnn_config(model='mask_rcnn'):
+    return _coco_config(f'configs/coco/{model}_r50_fpn_1x_coco.py')
+
+
+def _coco_config(path):
+    """mmdet's COCO config ``path`` (no pretrained weights), batch 2, on 8 generated COCO
+    images with 1-8 objects and polygon masks at 512x320."""
     from mmengine.config import Config
     from ckptzoo.datasets import generate_coco
-    cfg = without_pretrained(
-        Config.fromfile(osp.join(ROOT, f'configs/coco/{model}_r50_fpn_1x_coco.py')))
+    cfg = without_pretrained(Config.fromfile(osp.join(ROOT, path)))
     root = generate_coco(osp.join(ROOT, 'data/benchmark_coco'), num_train=8, num_val=0,
                          img_size=((320, 320), (512, 512)), img_shapes=[(320, 512)],
                          names=('person', 'bicycle', 'car'), cat_ids=(1, 2, 3), seed=0,

@@ -38,6 +38,8 @@ RUNS = {
         ('bbox_mAP', 'segm_mAP'), (4, 8, 12)),
     'fcos_r18_synthetic_coco': ('configs/coco/fcos_r18_fpn_synthetic_coco_cp.py',
                                 ('bbox_mAP', ), (4, 8, 12)),
+    'yolox_tiny_synthetic_coco': ('configs/coco/yolox_tiny_synthetic_coco_cp.py',
+                                  ('bbox_mAP', ), (8, 16, 20, 24)),
 }
 
 

@@ -10,3 +10,7 @@ from .ssd_anchor_generator import LegacySSDAnchorGenerator, SSDAnchorGenerator  
 from .yolo_anchor_generator import YOLOAnchorGenerator  # noqa: E402
 
 __all__ += ['LegacySSDAnchorGenerator', 'SSDAnchorGenerator', 'YOLOAnchorGenerator']
+
+from .utils import calc_region  # noqa: E402
+
+__all__ += ['calc_region']

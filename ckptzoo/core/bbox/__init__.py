@@ -23,3 +23,16 @@ from .coder import DistancePointBBoxCoder  # noqa: E402
 from .transforms import bbox2distance, distance2bbox  # noqa: E402
 
 __all__ += ['DistancePointBBoxCoder', 'bbox2distance', 'distance2bbox']
+
+# guided anchoring's / SABL's assigner
+from .assigners import ApproxMaxIoUAssigner  # noqa: E402
+
+__all__ += ['ApproxMaxIoUAssigner']
+
+from .assigners import ATSSAssigner, TaskAlignedAssigner  # noqa: E402
+
+__all__ += ['ATSSAssigner', 'TaskAlignedAssigner']
+
+from .assigners import SimOTAAssigner  # noqa: E402
+
+__all__ += ['SimOTAAssigner']

@@ -10,3 +10,14 @@ __all__ = ['Compose', 'Collect', 'DefaultFormatBundle', 'ImageToTensor', 'ToData
            'LoadProposals',
            'MultiScaleFlipAug',
            'Normalize', 'Pad', 'RandomFlip', 'Resize', 'SegRescale']
+
+# SSD's augmentations (kept apart: the lines above are shared edits)
+from .ssd_augment import Expand, MinIoURandomCrop, PhotoMetricDistortion  # noqa: E402
+
+__all__ += ['Expand', 'MinIoURandomCrop', 'PhotoMetricDistortion']
+
+from .loading import FilterAnnotations  # noqa: E402
+from .mix_transforms import MixUp, Mosaic  # noqa: E402
+from .yolox_aug import RandomAffine, YOLOXHSVRandomAug  # noqa: E402
+
+__all__ += ['FilterAnnotations', 'MixUp', 'Mosaic', 'RandomAffine', 'YOLOXHSVRandomAug']

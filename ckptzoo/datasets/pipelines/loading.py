@@ -118,7 +118,12 @@ class LoadAnnotations:
     """
 
     def __init__(self, with_bbox=True, with_label=True, with_mask=False, with_seg=False,
-                 poly2mask=True, denorm_bbox=False, file_client_args=dict(backend='disk')):
+                 poly2mask=True, denorm_bbox=False, file_client_args=dict(backend='disk'),
+                 normed_bbox=None):
+        if normed_bbox is not None:  # mmdet's ssd300 Open Images config (mmdet fails too)
+            raise TypeError('LoadAnnotations has no normed_bbox; for normalised boxes (Open '
+                            'Images) the argument is denorm_bbox=True, which scales them to '
+                            'pixels')
         self.with_bbox = with_bbox
         self.with_label = with_label
         self.with_mask = with_mask
@@ -265,3 +270,52 @@ class LoadProposals:
 
     def __repr__(self):
         return f'{self.__class__.__name__}(num_max_proposals={self.num_max_proposals})'
+
+
+@TRANSFORMS.register_module()
+class FilterAnnotations:
+    """mmdet 2.x: drop the instances whose box is not wider than ``min_gt_bbox_wh[0]`` and
+    taller than ``min_gt_bbox_wh[1]`` (``by_box``) and / or whose mask area is below
+    ``min_gt_mask_area`` (``by_mask``), from ``gt_bboxes``, ``gt_labels`` and ``gt_masks``.
+    When none is left, ``keep_empty=True`` returns None (mmdet's documented meaning: the
+    dataset tries another image), False keeps the empty sample. An image that had no
+    instance is returned unchanged."""
+
+    def __init__(self, min_gt_bbox_wh=(1., 1.), min_gt_mask_area=1, by_box=True,
+                 by_mask=False, keep_empty=True):
+        if not (by_box or by_mask):
+            raise ValueError('FilterAnnotations needs by_box=True or by_mask=True, got both '
+                             'False')
+        self.min_gt_bbox_wh = min_gt_bbox_wh
+        self.min_gt_mask_area = min_gt_mask_area
+        self.by_box = by_box
+        self.by_mask = by_mask
+        self.keep_empty = keep_empty
+
+    def __call__(self, results):
+        for needed, key in ((self.by_box, 'gt_bboxes'), (self.by_mask, 'gt_masks')):
+            if needed and key not in results:
+                raise KeyError(f'FilterAnnotations by_{key[3:-1]} needs {key!r} in the '
+                               f'results (LoadAnnotations with_{key[3:-1]})')
+        num = len(results['gt_bboxes']) if self.by_box else len(results['gt_masks'])
+        if num == 0:
+            return results
+        keep = np.ones(num, dtype=bool)
+        if self.by_box:
+            bboxes = results['gt_bboxes']
+            keep &= ((bboxes[:, 2] - bboxes[:, 0] > self.min_gt_bbox_wh[0]) &
+                     (bboxes[:, 3] - bboxes[:, 1] > self.min_gt_bbox_wh[1]))
+        if self.by_mask:
+            keep &= results['gt_masks'].areas >= self.min_gt_mask_area
+        keep = keep.nonzero()[0]
+        for key in ('gt_bboxes', 'gt_labels', 'gt_masks'):
+            if key in results:
+                results[key] = results[key][keep]
+        if keep.size == 0 and self.keep_empty:
+            return None
+        return results
+
+    def __repr__(self):
+        return (f'{self.__class__.__name__}(min_gt_bbox_wh={self.min_gt_bbox_wh}, '
+                f'min_gt_mask_area={self.min_gt_mask_area}, by_box={self.by_box}, '
+                f'by_mask={self.by_mask}, keep_empty={self.keep_empty})')

@@ -5,9 +5,11 @@ from .anchor_head import AnchorHead
 from .atss_head import ATSSHead
 from .base_dense_head import BaseDenseHead
 from .gfl_head import GFLHead
+from .ddod_head import DDODHead
 from .cascade_rpn_head import CascadeRPNHead, StageCascadeRPNHead
 from .retina_head import RetinaHead
 from .rpn_head import RPNHead
+from .tood_head import TOODHead
 
 __all__ = [
     'AnchorFreeHead',
@@ -15,11 +17,21 @@ __all__ = [
     'ATSSHead',
     'BaseDenseHead',
     'CascadeRPNHead',
+    'DDODHead',
     'GFLHead',
     'StageCascadeRPNHead',
     'RetinaHead',
     'RPNHead',
+    'TOODHead',
 ]
+
+from .reppoints_head import RepPointsHead  # noqa: E402
+
+__all__ += ['RepPointsHead']
+
+from .paa_head import PAAHead  # noqa: E402
+
+__all__ += ['PAAHead']
 
 from .fcos_head import FCOSHead  # noqa: E402
 
@@ -41,12 +53,54 @@ __all__ += ['SSDHead']
 from .yolo_head import YOLOV3Head  # noqa: E402
 
 __all__ += ['YOLOV3Head']
+
+from .yolof_head import YOLOFHead  # noqa: E402
+__all__ += ['YOLOFHead']
+
+from .guided_anchor_head import FeatureAdaption, GuidedAnchorHead  # noqa: E402
+from .ga_retina_head import GARetinaHead  # noqa: E402
+from .ga_rpn_head import GARPNHead  # noqa: E402
+
+__all__ += ['FeatureAdaption', 'GuidedAnchorHead', 'GARetinaHead', 'GARPNHead']
+
+from .sabl_retina_head import SABLRetinaHead  # noqa: E402
+
+__all__ += ['SABLRetinaHead']
+
+from .ascend_ssd_head import AscendSSDHead  # noqa: E402
+
+__all__ += ['AscendSSDHead']
 from .pisa_ssd_head import PISASSDHead  # noqa: E402
 
 __all__ += ['PISASSDHead']
+
+from .nasfcos_head import NASFCOSHead  # noqa: E402
+
+__all__ += ['NASFCOSHead']
+
+from .autoassign_head import AutoAssignHead, CenterPrior  # noqa: E402
+
+__all__ += ['AutoAssignHead', 'CenterPrior']
+
+from .fovea_head import FeatureAlign, FoveaHead  # noqa: E402
+
+__all__ += ['FeatureAlign', 'FoveaHead']
+
 from .centernet_head import CenterNetHead  # noqa: E402
 
 __all__ += ['CenterNetHead']
+
+from .vfnet_head import VFNetHead  # noqa: E402
+
+__all__ += ['VFNetHead']
+
+from .lad_head import LADHead  # noqa: E402
+
+__all__ += ['LADHead']
+
+from .yolox_head import YOLOXHead  # noqa: E402
+
+__all__ += ['YOLOXHead']
 from .corner_head import CornerHead  # noqa: E402
 
 __all__ += ['CornerHead']

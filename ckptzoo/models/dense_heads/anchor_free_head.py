@@ -69,6 +69,7 @@ class AnchorFreeHead(LevelUnitsMixin, BaseDenseHead):
         self.fp16_enabled = False
         self._init_layers()
         apply_init_cfg(self, init_cfg)
+        self._zero_conv_offsets()
         self._init_level_units(with_cp, cp_use_reentrant)
 
     def _init_layers(self):

@@ -24,6 +24,16 @@ class BaseDenseHead(nn.Module):
             load_checkpoint(self, self.init_cfg['checkpoint'], map_location='cpu',
                             strict=False, prefix=self.init_cfg.get('prefix'))
 
+    def _zero_conv_offsets(self):
+        """mmdet's ``BaseDenseHead.init_weights`` ends by zeroing every deformable conv's
+        ``conv_offset`` (an init_cfg over 'Conv2d' layers reaches it): deformable layers start
+        as plain convs. Heads call it once their init_cfg is applied."""
+        for m in self.modules():
+            if hasattr(m, 'conv_offset'):
+                nn.init.zeros_(m.conv_offset.weight)
+                if m.conv_offset.bias is not None:
+                    nn.init.zeros_(m.conv_offset.bias)
+
     def forward_train(self, x, img_metas, gt_bboxes, gt_labels=None, gt_bboxes_ignore=None,
                       proposal_cfg=None, **kwargs):
         """mmdet 2.x ``BaseDenseHead.forward_train``: the losses, and with ``proposal_cfg``

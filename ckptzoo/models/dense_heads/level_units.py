@@ -13,13 +13,16 @@ class LevelUnitsMixin(CheckpointOwnerMixin):
     The head calls :meth:`_init_level_units` at the end of its ``__init__`` (once the prior
     generator knows the number of levels)."""
 
-    def _init_level_units(self, with_cp, cp_use_reentrant):
+    def _init_level_units(self, with_cp, cp_use_reentrant, num_levels=None):
         """``with_cp``: ``'full'`` checkpointing of every level (not an mmdet 2.x argument;
-        ``set_checkpoint_plan`` changes modes later)."""
+        ``set_checkpoint_plan`` changes modes later). ``num_levels``: the prior generator's
+        by default (a head without one, e.g. CenterNet's single level, gives it)."""
         if not isinstance(with_cp, bool):
             raise TypeError(f'{type(self).__name__} with_cp must be a bool, got {with_cp!r}')
+        if num_levels is None:
+            num_levels = self.prior_generator.num_levels
         self.level_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
-                            for _ in range(self.prior_generator.num_levels)]
+                            for _ in range(num_levels)]
 
     def _level_function(self, level):
         """What level ``level`` runs on its feature map: ``forward_single``, or (heads whose

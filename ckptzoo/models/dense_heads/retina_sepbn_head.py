@@ -42,13 +42,17 @@ class RetinaSepBNHead(LevelUnitsMixin, AnchorHead):
                              f'mmdet), got {init_cfg!r}')
         if not (isinstance(num_ins, int) and num_ins > 0):
             raise ValueError(f'num_ins must be a positive int, got {num_ins!r}')
-        if not (isinstance(stacked_convs, int) and stacked_convs > 0):
-            raise ValueError(f'stacked_convs must be a positive int, got {stacked_convs!r}')
+        if not (isinstance(stacked_convs, int) and stacked_convs >= 0):
+            raise ValueError(f'stacked_convs must be a non-negative int, got {stacked_convs!r}')
         self.stacked_convs = stacked_convs
         self.conv_cfg = conv_cfg
         self.norm_cfg = norm_cfg
         self.num_ins = num_ins
         super().__init__(num_classes, in_channels, init_cfg=None, **kwargs)
+        if stacked_convs == 0 and in_channels != self.feat_channels:
+            raise ValueError(f'without tower convs (stacked_convs=0) retina_cls / retina_reg '
+                             f'take feat_channels ({self.feat_channels}) channels, as mmdet: '
+                             f'in_channels must equal it, got {in_channels}')
         if self.prior_generator.num_levels != num_ins:
             raise ValueError(f'num_ins ({num_ins}) must equal the number of anchor strides '
                              f'({self.prior_generator.num_levels})')

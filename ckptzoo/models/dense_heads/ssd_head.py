@@ -12,25 +12,26 @@ over images, as mmdet's.
 Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``level{i}``, one per level, covering
 that level's two branches.
 """
+from functools import partial
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...registry import TASK_UTILS, check_keys
-from ...registry import MODELS
+from ...registry import MODELS, TASK_UTILS, check_keys
 from ...runner.fp16 import force_fp32
 from ...utils.cfg_get import cfg_get
 from ..losses.l1_loss import smooth_l1_loss
 from ..utils import ConvModule, DepthwiseSeparableConvModule, apply_init_cfg
 from .anchor_head import AnchorHead
 from .base_dense_head import BaseDenseHead
-from .indexed_level_units import IndexedLevelUnitsMixin
+from .level_units import LevelUnitsMixin
 
 __all__ = ['SSDHead']
 
 
 @MODELS.register_module()
-class SSDHead(IndexedLevelUnitsMixin, AnchorHead):
+class SSDHead(LevelUnitsMixin, AnchorHead):
     """SSD head (Liu et al. 2016), mmdet 2.28 arguments.
 
     Args:
@@ -145,6 +146,10 @@ class SSDHead(IndexedLevelUnitsMixin, AnchorHead):
         for channels, priors in zip(self.in_channels, self.num_base_priors):
             self.cls_convs.append(self._branch(channels, priors * self.cls_out_channels))
             self.reg_convs.append(self._branch(channels, priors * 4))
+
+    def _level_function(self, level):
+        """Each level has its own layers: ``forward_single`` with the level's index."""
+        return partial(self.forward_single, level=level)
 
     def forward_single(self, x, level):
         """``(cls_score [B, A*(C+1), H, W], bbox_pred [B, A*4, H, W])`` of level ``level``."""

@@ -12,6 +12,7 @@ Testing: decoded boxes of every anchor, optionally only those with objectness at
 Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``level{i}``, one per level, covering
 that level's bridge and prediction conv.
 """
+from functools import partial
 import warnings
 
 import numpy as np
@@ -26,13 +27,13 @@ from ...runner.fp16 import force_fp32
 from ...utils.cfg_get import cfg_get
 from ..utils import ConvModule, bias_init_with_prob, constant_init, normal_init
 from .base_dense_head import BaseDenseHead
-from .indexed_level_units import IndexedLevelUnitsMixin
+from .level_units import LevelUnitsMixin
 
 __all__ = ['YOLOV3Head']
 
 
 @MODELS.register_module()
-class YOLOV3Head(IndexedLevelUnitsMixin, BaseDenseHead):
+class YOLOV3Head(LevelUnitsMixin, BaseDenseHead):
     """YOLOv3 head (Redmon and Farhadi 2018), mmdet 2.28 arguments.
 
     Args:
@@ -160,6 +161,10 @@ class YOLOV3Head(IndexedLevelUnitsMixin, BaseDenseHead):
             bias = conv_pred.bias.data.view(self.num_base_priors, -1)
             bias[:, 4] = bias_init_with_prob(8 / (608 / stride)**2)
             bias[:, 5:] = bias_init_with_prob(0.01)
+
+    def _level_function(self, level):
+        """Each level has its own layers: ``forward_single`` with the level's index."""
+        return partial(self.forward_single, level=level)
 
     def forward_single(self, x, level):
         """``(pred_map [B, A * (5 + C), H, W],)`` of level ``level``."""

@@ -25,6 +25,10 @@ from .fcos import FCOS  # noqa: E402
 
 __all__ += ['FCOS']
 
+from .reppoints_detector import RepPointsDetector  # noqa: E402
+
+__all__ += ['RepPointsDetector']
+
 from .atss import ATSS  # noqa: E402
 
 __all__ += ['ATSS']
@@ -33,15 +37,57 @@ from .gfl import GFL  # noqa: E402
 
 __all__ += ['GFL']
 
+from .paa import PAA  # noqa: E402
+
+__all__ += ['PAA']
+
+from .fcos import FCOS  # noqa: E402
+
 from .fsaf import FSAF  # noqa: E402
 __all__ += ['FSAF']
 
 from .yolo import YOLOV3  # noqa: E402
 
 __all__ += ['YOLOV3']
+
+from .yolof import YOLOF  # noqa: E402
+__all__ += ['YOLOF']
+
+from .tood import TOOD  # noqa: E402
+
+__all__ += ['TOOD']
+
+from .ddod import DDOD  # noqa: E402
+
+__all__ += ['DDOD']
+
+from .nasfcos import NASFCOS  # noqa: E402
+
+__all__ += ['NASFCOS']
+
+from .autoassign import AutoAssign  # noqa: E402
+
+__all__ += ['AutoAssign']
+
+from .fovea import FOVEA  # noqa: E402
+
+__all__ += ['FOVEA']
+
 from .centernet import CenterNet  # noqa: E402
 
 __all__ += ['CenterNet']
+
+from .vfnet import VFNet  # noqa: E402
+
+__all__ += ['VFNet']
+
+from .lad import LAD  # noqa: E402
+
+__all__ += ['LAD']
+
+from .yolox import YOLOX  # noqa: E402
+
+__all__ += ['YOLOX']
 from .cornernet import CornerNet  # noqa: E402
 
 __all__ += ['CornerNet']

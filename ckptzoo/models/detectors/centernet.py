@@ -1,25 +1,13 @@
-"""mmdet 2.x ``CenterNet`` (Objects as Points): a :class:`SingleStageDetector` with a
-CenterNetHead, whose test-time augmentation averages the heatmaps and sizes of each image and
-its flip before decoding (pairs of images, the second flipped), then joins the pairs'
-detections (NMS when ``test_cfg`` has ``nms_cfg``)."""
+"""mmdet 2.x ``CenterNet``: a :class:`SingleStageDetector` (CTResNetNeck, CenterNetHead) whose
+test-time augmentation averages the heatmaps and sizes of each image with its flip before
+decoding."""
 import torch
 
-from ...core.bbox import bbox2result
+from ...core.utils import flip_tensor
 from ...registry import MODELS
-from ...utils.cfg_get import cfg_get
-from .single_stage import SingleStageDetector
+from .single_stage import SingleStageDetector, bbox2result
 
-__all__ = ['CenterNet', 'flip_tensor']
-
-
-def flip_tensor(src, flip_direction):
-    """``src [B, C, H, W]`` flipped ``'horizontal'`` (W), ``'vertical'`` (H) or
-    ``'diagonal'`` (both)."""
-    dims = {'horizontal': [3], 'vertical': [2], 'diagonal': [2, 3]}
-    if flip_direction not in dims:
-        raise ValueError(f'flip_direction must be one of {", ".join(dims)}, '
-                         f'got {flip_direction!r}')
-    return torch.flip(src, dims[flip_direction])
+__all__ = ['CenterNet']
 
 
 @MODELS.register_module()
@@ -31,6 +19,8 @@ class CenterNet(SingleStageDetector):
         super().__init__(backbone, neck, bbox_head, train_cfg, test_cfg, pretrained, init_cfg)
 
     def merge_aug_results(self, aug_results, with_nms):
+        """Every augmentation pair's ``(bboxes, labels)`` concatenated, NMS'd with
+        ``with_nms``."""
         bboxes = torch.cat([r[0][0] for r in aug_results], dim=0).contiguous()
         labels = torch.cat([r[0][1] for r in aug_results]).contiguous()
         if with_nms:
@@ -38,22 +28,25 @@ class CenterNet(SingleStageDetector):
         return bboxes, labels
 
     def aug_test(self, imgs, img_metas, rescale=True):
-        """``imgs`` / ``img_metas`` in pairs (image, its flip): one image's results."""
-        if len(imgs) % 2 or not all(img_metas[i + 1][0].get('flip', False)
+        """mmdet 2.x: ``imgs`` come as (image, flipped image) pairs; per pair the flipped
+        heatmap and sizes are flipped back and averaged with the image's (the offsets are
+        the image's), decoded without NMS; all pairs merged, with NMS where ``test_cfg`` has
+        ``nms_cfg``. One image per augmentation."""
+        if len(imgs) % 2 or not all(bool(img_metas[i + 1][0].get('flip')) !=
+                                    bool(img_metas[i][0].get('flip'))
                                     for i in range(0, len(imgs), 2)):
-            raise ValueError('CenterNet aug_test needs pairs of images, the second of each '
-                             'flipped (flip=True in its meta)')
-        head = self.bbox_head
+            raise ValueError('CenterNet aug_test takes (image, flipped image) pairs of '
+                             'augmentations')
         aug_results = []
         for ind in range(0, len(imgs), 2):
-            direction = img_metas[ind + 1][0]['flip_direction']
+            flip_direction = img_metas[ind + 1][0]['flip_direction']
             x = self.extract_feat(torch.cat([imgs[ind], imgs[ind + 1]]))
-            heatmaps, whs, offsets = head(x)
-            heatmap = (heatmaps[0][0:1] + flip_tensor(heatmaps[0][1:2], direction)) / 2
-            wh = (whs[0][0:1] + flip_tensor(whs[0][1:2], direction)) / 2
-            aug_results.append(head.get_bboxes([heatmap], [wh], [offsets[0][0:1]],
-                                               img_metas[ind], rescale=rescale,
-                                               with_nms=False))
-        with_nms = cfg_get(head.test_cfg, 'nms_cfg', None) is not None
+            heatmaps, whs, offsets = self.bbox_head(x)
+            heatmaps[0] = (heatmaps[0][0:1] + flip_tensor(heatmaps[0][1:2], flip_direction)) / 2
+            whs[0] = (whs[0][0:1] + flip_tensor(whs[0][1:2], flip_direction)) / 2
+            aug_results.append(self.bbox_head.get_bboxes(heatmaps, whs, [offsets[0][0:1]],
+                                                         img_metas[ind], rescale=rescale,
+                                                         with_nms=False))
+        with_nms = self.bbox_head.test_cfg.get('nms_cfg', None) is not None
         bboxes, labels = self.merge_aug_results(aug_results, with_nms)
-        return [bbox2result(bboxes, labels, head.num_classes)]
+        return [bbox2result(bboxes, labels, self.bbox_head.num_classes)]

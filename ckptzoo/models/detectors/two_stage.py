@@ -34,6 +34,19 @@ class TwoStageDetector(BaseDetector):
     TEST_CFG_KEYS = ('rpn', 'rcnn')
     TEST_INPUTS = ('proposals', )
 
+    def __new__(cls, *args, **kwargs):
+        # a dense-head key on a two-stage model (mmdet's objects365 RetinaNet config puts
+        # bbox_head on its Faster R-CNN base): say so, rather than Python's "unexpected
+        # keyword argument"
+        if 'bbox_head' in kwargs:
+            raise TypeError(
+                f"{cls.__name__} is a two-stage detector (rpn_head + roi_head) and takes no "
+                f"bbox_head, the key of a single-stage detector's dense head: the config puts "
+                f"a dense head on a two-stage model (e.g. a RetinaNet config on a Faster R-CNN "
+                f"_base_; mmdet 2.28.2 cannot build it either). Use a single-stage base "
+                f"(type='RetinaNet', ...) or set roi_head.bbox_head instead")
+        return super().__new__(cls)
+
     def __init__(self, backbone, neck=None, rpn_head=None, roi_head=None, train_cfg=None,
                  test_cfg=None, pretrained=None, init_cfg=None):
         super().__init__(init_cfg)

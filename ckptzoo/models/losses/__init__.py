@@ -26,9 +26,14 @@ __all__ += ['QualityFocalLoss', 'DistributionFocalLoss', 'quality_focal_loss',
 
 from .ghm_loss import GHMC, GHMR  # noqa: E402
 __all__ += ['GHMC', 'GHMR']
+
 from .gaussian_focal_loss import GaussianFocalLoss, gaussian_focal_loss  # noqa: E402
 
 __all__ += ['GaussianFocalLoss', 'gaussian_focal_loss']
+
+from .varifocal_loss import VarifocalLoss, varifocal_loss  # noqa: E402
+
+__all__ += ['VarifocalLoss', 'varifocal_loss']
 from .ae_loss import AssociativeEmbeddingLoss  # noqa: E402
 
 __all__ += ['AssociativeEmbeddingLoss']

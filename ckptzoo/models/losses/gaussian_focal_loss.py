@@ -1,6 +1,6 @@
-"""mmdet 2.x ``GaussianFocalLoss`` (CornerNet, Law & Deng 2018; CenterNet): focal loss against a
-gaussian heatmap target: positives where the target is 1, every other point a negative
-down-weighted by ``(1 - target) ** gamma``. ``pred`` is a probability (already sigmoided)."""
+"""mmdet 2.x ``GaussianFocalLoss`` (CornerNet / CenterNet): a focal loss against a Gaussian
+heatmap target: peaks (target 1) are positives, every other point a negative down-weighted by
+``(1 - target) ** gamma`` near a peak."""
 import torch.nn as nn
 
 from ...registry import MODELS
@@ -11,8 +11,7 @@ __all__ = ['GaussianFocalLoss', 'gaussian_focal_loss']
 
 @weighted_loss
 def gaussian_focal_loss(pred, gaussian_target, alpha=2.0, gamma=4.0):
-    """Elementwise ``-log(p) (1-p)^alpha [t == 1] - log(1-p) p^alpha (1-t)^gamma`` (eps 1e-12
-    inside the logs, as mmdet)."""
+    """Elementwise loss of probabilities ``pred`` against ``gaussian_target`` (same shape)."""
     if pred.shape != gaussian_target.shape:
         raise ValueError(f'pred and gaussian_target must have one shape, got '
                          f'{tuple(pred.shape)} and {tuple(gaussian_target.shape)}')
@@ -26,8 +25,8 @@ def gaussian_focal_loss(pred, gaussian_target, alpha=2.0, gamma=4.0):
 
 @MODELS.register_module()
 class GaussianFocalLoss(nn.Module):
-    """Args (mmdet's): ``alpha`` (power of the prediction), ``gamma`` (power of the target for
-    the negatives), ``reduction``, ``loss_weight``."""
+    """Args (mmdet's): ``alpha`` (power of the prediction), ``gamma`` (power of the target's
+    complement on negatives), ``reduction``, ``loss_weight``."""
 
     def __init__(self, alpha=2.0, gamma=4.0, reduction='mean', loss_weight=1.0):
         super().__init__()

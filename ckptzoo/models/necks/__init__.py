@@ -17,6 +17,7 @@ from .rfp import ASPP, RFP
 __all__ = ['BFP', 'FPN', 'HRFPN', 'SSDNeck', 'YOLOV3Neck', 'YOLOXPAFPN', 'ChannelMapper',
            'CTResNetNeck', 'DilatedEncoder', 'FPG', 'FPN_CARAFE', 'NASFPN', 'NASFCOS_FPN',
            'PAFPN', 'ASPP', 'RFP']
+
 from .dyhead import DyHead  # noqa: E402
 
 __all__ += ['DyHead']

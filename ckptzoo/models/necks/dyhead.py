@@ -1,20 +1,16 @@
-"""mmdet 2.x ``DyHead`` neck (Dai et al. 2021, Dynamic Head): ``num_blocks`` DyHeadBlocks, each
-on every pyramid level applying scale-aware attention (a pooled 1x1 conv, ReLU and HSigmoid
-weighting each of the level's, the level below's (stride 2) and the level above's (bilinear
-upsampled, ``align_corners=True``) modulated deformable convs, whose offsets and masks come from
-the level itself), the mean of those, then task-aware attention (DyReLU).
+"""mmdet 2.x ``DyHead`` neck (Dynamic Head, Dai et al. 2021), as mmdet's ATSS configs stack it
+after an FPN: ``num_blocks`` :class:`DyHeadBlock`, each attending over scale (levels summed
+with an HSigmoid weight), space (modulated deformable convs, offsets and masks from the
+level's own feature) and task (:class:`DyReLU`). The levels keep their shapes.
 
-Keys: ``dyhead_blocks.{i}.spatial_conv_{high,mid,low}.conv.{weight}`` (``.norm.*``: GN 16),
-``.spatial_conv_offset.*``, ``.scale_attn_module.1.*``, ``.task_attn_module.conv{1,2}.conv.*``.
-
-Checkpoint units: ``block{i}``, one per DyHeadBlock, one chain whose state is all levels.
-"""
+State-dict keys equal mmdet's (``dyhead_blocks.{i}.spatial_conv_high.conv.weight``, ...).
+Checkpoint units: ``block{i}``, one chain over the blocks (each block mixes all levels)."""
 from functools import partial
 
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...ops.deform_conv import ModulatedDeformConv2d
+from ...ops import ModulatedDeformConv2d
 from ...registry import MODELS
 from ..checkpointing import ChainStep, CheckpointOwnerMixin, CheckpointUnit
 from ..utils import DyReLU, build_activation_layer, build_norm_layer, constant_init, normal_init
@@ -22,9 +18,24 @@ from ..utils import DyReLU, build_activation_layer, build_norm_layer, constant_i
 __all__ = ['DyHead', 'DyHeadBlock', 'DyDCNv2']
 
 
+def _read_as_mmcv(t, height, width):
+    """``t [B, C, H, W]`` as mmcv's deformable-conv kernels read it for an output of
+    ``height x width``: each image's memory laid out as ``[C, height, width]`` (its first
+    ``C * height * width`` values). DyHead hands the finer level's offsets and mask to the
+    coarser level's conv (``spatial_conv_high``); mmcv reads them this way, and trained
+    DyHead weights depend on it, so it is kept (torchvision's op would refuse the shapes)."""
+    if t.shape[-2:] == (height, width):
+        return t
+    b, c = t.shape[:2]
+    if t[0].numel() < c * height * width:
+        raise ValueError(f'DyDCNv2: offsets / mask of {tuple(t.shape)} are too small for an '
+                         f'output of {height} x {width}')
+    return t.reshape(b, -1)[:, :c * height * width].reshape(b, c, height, width)
+
+
 class DyDCNv2(nn.Module):
-    """A 3x3 ModulatedDeformConv2d (offset and mask given: DyHead computes them from the
-    middle level) and a norm (GN 16 by default; the conv has a bias only without a norm)."""
+    """A 3x3 modulated deformable conv (offsets and mask given) and a norm (GN 16 groups by
+    default; the conv has a bias only without one)."""
 
     def __init__(self, in_channels, out_channels, stride=1,
                  norm_cfg=dict(type='GN', num_groups=16, requires_grad=True)):
@@ -36,37 +47,23 @@ class DyDCNv2(nn.Module):
             self.norm = build_norm_layer(norm_cfg, out_channels)[1]
 
     def forward(self, x, offset, mask):
-        h = (x.size(2) + 2 - 3) // self.conv.stride[0] + 1
-        w = (x.size(3) + 2 - 3) // self.conv.stride[1] + 1
-        offset, mask = _as_kernel_reads(offset, h, w), _as_kernel_reads(mask, h, w)
-        x = self.conv(x.contiguous(), offset, mask)
+        stride = self.conv.stride
+        height, width = ((x.size(2) - 1) // stride[0] + 1, (x.size(3) - 1) // stride[1] + 1)
+        x = self.conv(x.contiguous(), _read_as_mmcv(offset.contiguous(), height, width),
+                      _read_as_mmcv(mask.contiguous(), height, width))
         return self.norm(x) if self.with_norm else x
 
 
-def _as_kernel_reads(t, h, w):
-    """``t`` ``[B, C, H', W']`` as mmcv's compiled kernel reads it for an ``h x w`` output: each
-    image's buffer from its start, ``C x h x w`` of it. DyHead gives the level above the middle
-    level's (larger) offsets and masks; the kernel then reads the first ``C*h*w`` values of each
-    image's ones. That is what mmdet's DyHead checkpoints were trained with, so it is kept
-    (torchvision would refuse the size mismatch)."""
-    if t.shape[-2:] == (h, w):
-        return t.contiguous()
-    n, c = t.shape[:2]
-    if t[0].numel() < c * h * w:
-        raise ValueError(f'DyDCNv2: an offset / mask of {tuple(t.shape)} is too small for a '
-                         f'{h}x{w} output')
-    return t.contiguous().reshape(n, -1)[:, :c * h * w].reshape(n, c, h, w)
-
-
 class DyHeadBlock(nn.Module):
-    """One block over all levels (see the module docstring). ``act_cfg``: the last activation
-    of the scale-aware attention (HSigmoid(3, 6), the official code's, not the paper's)."""
+    """One DyHead block over all levels: per level, the deformable convs of the level itself,
+    the level below (stride 2) and the level above (upsampled, bilinear with aligned
+    corners), each weighted by the scale attention, averaged, then DyReLU."""
 
     def __init__(self, in_channels, out_channels, zero_init_offset=True,
                  act_cfg=dict(type='HSigmoid', bias=3.0, divisor=6.0)):
         super().__init__()
         self.zero_init_offset = zero_init_offset
-        self.offset_and_mask_dim = 3 * 3 * 3  # (offset y, offset x, mask) per kernel point
+        self.offset_and_mask_dim = 3 * 3 * 3
         self.offset_dim = 2 * 3 * 3
         self.spatial_conv_high = DyDCNv2(in_channels, out_channels)
         self.spatial_conv_mid = DyDCNv2(in_channels, out_channels)
@@ -80,57 +77,51 @@ class DyHeadBlock(nn.Module):
         self._init_weights()
 
     def _init_weights(self):
-        """mmdet's: N(0, 0.01) on every nn.Conv2d (not the deformable convs), zero offsets."""
+        """mmdet's: every ``nn.Conv2d`` normal(0.01) (the deformable convs keep theirs), the
+        offset conv zero."""
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 normal_init(m, 0, 0.01)
         if self.zero_init_offset:
             constant_init(self.spatial_conv_offset, 0)
 
-    def forward(self, *x):
-        """Levels in, levels out (a tuple)."""
+    def forward(self, x):
         outs = []
         for level in range(len(x)):
             offset_and_mask = self.spatial_conv_offset(x[level])
-            offset = offset_and_mask[:, :self.offset_dim]
-            mask = offset_and_mask[:, self.offset_dim:].sigmoid()
-            mid = self.spatial_conv_mid(x[level], offset, mask)
-            total = mid * self.scale_attn_module(mid)
-            n = 1
+            offset = offset_and_mask[:, :self.offset_dim, :, :]
+            mask = offset_and_mask[:, self.offset_dim:, :, :].sigmoid()
+            mid_feat = self.spatial_conv_mid(x[level], offset, mask)
+            sum_feat = mid_feat * self.scale_attn_module(mid_feat)
+            summed_levels = 1
             if level > 0:
-                low = self.spatial_conv_low(x[level - 1], offset, mask)
-                total = total + low * self.scale_attn_module(low)
-                n += 1
+                low_feat = self.spatial_conv_low(x[level - 1], offset, mask)
+                sum_feat = sum_feat + low_feat * self.scale_attn_module(low_feat)
+                summed_levels += 1
             if level < len(x) - 1:
-                # conv then upsample (the official code's order, faster than the natural one)
-                high = F.interpolate(self.spatial_conv_high(x[level + 1], offset, mask),
-                                     size=x[level].shape[-2:], mode='bilinear',
-                                     align_corners=True)
-                total = total + high * self.scale_attn_module(high)
-                n += 1
-            outs.append(self.task_attn_module(total / n))
-        return tuple(outs)
+                high_feat = F.interpolate(self.spatial_conv_high(x[level + 1], offset, mask),
+                                          size=x[level].shape[-2:], mode='bilinear',
+                                          align_corners=True)
+                sum_feat = sum_feat + high_feat * self.scale_attn_module(high_feat)
+                summed_levels += 1
+            outs.append(self.task_attn_module(sum_feat / summed_levels))
+        return outs
 
 
 @MODELS.register_module()
 class DyHead(CheckpointOwnerMixin, nn.Module):
-    """Args (mmdet's):
-        in_channels (int): channels of every input level.
-        out_channels (int): channels of every output level.
-        num_blocks (int): DyHeadBlocks (default 6).
-        zero_init_offset (bool): zero-initialised offset / mask convs.
-        init_cfg: must be None (mmdet refuses one: the blocks initialise themselves).
-        with_cp (bool): ``'full'`` on every block (not an mmdet argument; default False).
-        cp_use_reentrant (bool): torch's reentrant checkpoint.
-    """
+    """Args (mmdet's): ``in_channels``, ``out_channels``, ``num_blocks`` (6),
+    ``zero_init_offset`` (True), ``init_cfg`` (must be None, as mmdet requires: the blocks
+    initialise themselves). Ours: ``with_cp`` (``'full'`` on every block, default False),
+    ``cp_use_reentrant``."""
 
     def __init__(self, in_channels, out_channels, num_blocks=6, zero_init_offset=True,
                  init_cfg=None, with_cp=False, cp_use_reentrant=False):
         super().__init__()
         if init_cfg is not None:
-            raise ValueError(f'DyHead takes no init_cfg (its blocks initialise themselves, as '
-                             f'mmdet), got {init_cfg!r}')
-        if not (isinstance(num_blocks, int) and num_blocks >= 1):
+            raise ValueError(f'DyHead initialises its blocks itself: init_cfg must be None '
+                             f'(as mmdet requires), got {init_cfg!r}')
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
             raise ValueError(f'DyHead num_blocks must be a positive int, got {num_blocks!r}')
         if not isinstance(with_cp, bool):
             raise TypeError(f'DyHead with_cp must be a bool, got {with_cp!r}')
@@ -146,20 +137,21 @@ class DyHead(CheckpointOwnerMixin, nn.Module):
                             for _ in range(num_blocks)]
 
     def init_weights(self):
-        """Nothing: the blocks initialised themselves at construction (mmdet's init)."""
+        """Nothing to load: the blocks were initialised at construction (mmdet's)."""
 
-    def _step(self, i, feats):
-        block = self.dyhead_blocks[i]
-        outs = self.block_units[i](block, *feats, module=block)
-        return outs, outs
+    def _block(self, i, *levels):
+        return tuple(self.dyhead_blocks[i](list(levels)))
+
+    def _block_step(self, i, feats):
+        return self.block_units[i](partial(self._block, i), *feats,
+                                   module=self.dyhead_blocks[i]), None
 
     def _checkpoint_steps(self):
-        return [[ChainStep(f'block{i}', self.block_units[i], partial(self._step, i),
-                           self.dyhead_blocks[i]) for i in range(self.num_blocks)]]
+        return [[ChainStep(f'block{i}', unit, partial(self._block_step, i),
+                           self.dyhead_blocks[i]) for i, unit in enumerate(self.block_units)]]
 
     def forward(self, inputs):
         if not isinstance(inputs, (tuple, list)):
-            raise TypeError(f'DyHead takes a tuple or list of levels, got {type(inputs)}')
-        outs, _ = self._run_chain(self._checkpoint_steps()[0], tuple(inputs))
-        return tuple(outs)
-
+            raise TypeError(f'DyHead takes a tuple or list of level features, got '
+                            f'{type(inputs).__name__}')
+        return tuple(self._run_chain(self._checkpoint_steps()[0], tuple(inputs))[0])

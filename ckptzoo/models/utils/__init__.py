@@ -26,8 +26,11 @@ from .merge_cells import BaseMergeCell, ConcatCell, GlobalPoolingCell, SumCell  
 from .conv_aws import ConvAWS2d  # noqa: F401
 from .saconv import SAConv2d  # noqa: F401
 from .scale import Scale  # noqa: F401
-from .hsigmoid import HSigmoid  # noqa: F401
-from .se_layer import DyReLU  # noqa: F401
-from .gaussian_target import (gather_feat, gaussian_radius, gen_gaussian_target,  # noqa: F401
+from .sigmoid_geometric_mean import SigmoidGeometricMean, sigmoid_geometric_mean  # noqa: F401
+
+from .gaussian_target import (gaussian2D, gaussian_radius, gen_gaussian_target,  # noqa: F401
                               get_local_maximum, get_topk_from_heatmap,
                               transpose_and_gather_feat)
+
+from .hsigmoid import HSigmoid  # noqa: F401
+from .se_layer import DyReLU  # noqa: F401

@@ -1,6 +1,6 @@
-"""mmdet 2.x's gaussian heatmap helpers (CornerNet, CenterNet): the targets (a gaussian per
-object, ``gen_gaussian_target`` with ``gaussian_radius``) and the decoding (``get_local_maximum``,
-``get_topk_from_heatmap``, ``transpose_and_gather_feat``)."""
+"""mmdet 2.x's ``models/utils/gaussian_target.py``: Gaussian heatmap targets of keypoint heads
+(CenterNet, CornerNet) and the decoding helpers (local maxima, top-k, gathering per-point
+features)."""
 from math import sqrt
 
 import torch
@@ -11,8 +11,8 @@ __all__ = ['gaussian2D', 'gen_gaussian_target', 'gaussian_radius', 'get_local_ma
 
 
 def gaussian2D(radius, sigma=1, dtype=torch.float32, device='cpu'):
-    """``(2r+1) x (2r+1)`` kernel ``exp(-(x^2 + y^2) / (2 sigma^2))``, values below
-    ``eps * max`` zeroed."""
+    """``[2r + 1, 2r + 1]`` unnormalised Gaussian (1 at the centre), values below
+    ``eps * max`` set to 0."""
     x = torch.arange(-radius, radius + 1, dtype=dtype, device=device).view(1, -1)
     y = torch.arange(-radius, radius + 1, dtype=dtype, device=device).view(-1, 1)
     h = (-(x * x + y * y) / (2 * sigma * sigma)).exp()
@@ -21,32 +21,33 @@ def gaussian2D(radius, sigma=1, dtype=torch.float32, device='cpu'):
 
 
 def gen_gaussian_target(heatmap, center, radius, k=1):
-    """Write ``max(heatmap, k * gaussian)`` around ``center`` (x, y ints) into ``heatmap``
-    (``[H, W]``, in place; also returned), the gaussian of ``radius`` with sigma
-    ``(2 radius + 1) / 6``, cut at the borders."""
+    """Draw ``k`` times a Gaussian of ``radius`` (sigma = diameter / 6) at the integer
+    ``center (x, y)`` into the ``[H, W]`` ``heatmap``, keeping the elementwise maximum, in
+    place; returns ``heatmap``."""
     diameter = 2 * radius + 1
-    kernel = gaussian2D(radius, sigma=diameter / 6, dtype=heatmap.dtype, device=heatmap.device)
+    gaussian = gaussian2D(radius, sigma=diameter / 6, dtype=heatmap.dtype,
+                          device=heatmap.device)
     x, y = center
     height, width = heatmap.shape[:2]
     left, right = min(x, radius), min(width - x, radius + 1)
     top, bottom = min(y, radius), min(height - y, radius + 1)
     region = heatmap[y - top:y + bottom, x - left:x + right]
-    part = kernel[radius - top:radius + bottom, radius - left:radius + right]
-    torch.max(region, part * k, out=region)
+    patch = gaussian[radius - top:radius + bottom, radius - left:radius + right]
+    torch.max(region, patch * k, out=heatmap[y - top:y + bottom, x - left:x + right])
     return heatmap
 
 
 def gaussian_radius(det_size, min_overlap):
-    """The largest corner displacement keeping IoU >= ``min_overlap`` with a box of
-    ``det_size`` (h, w): the least root over CornerNet's three cases (one corner in and one
-    out, both in, both out; mmdet's formulas, including its first case's ``b = h + w``)."""
+    """The largest corner displacement ``r`` whose box keeps IoU >= ``min_overlap`` with the
+    ``(height, width)`` box, over CornerNet's three cases (one corner in, both in, both out):
+    the smallest root of each quadratic."""
     height, width = det_size
     b1 = height + width
     c1 = width * height * (1 - min_overlap) / (1 + min_overlap)
     r1 = (b1 - sqrt(b1 ** 2 - 4 * c1)) / 2
     b2 = 2 * (height + width)
     c2 = (1 - min_overlap) * width * height
-    r2 = (b2 - sqrt(b2 ** 2 - 16 * c2)) / 8
+    r2 = (b2 - sqrt(b2 ** 2 - 4 * 4 * c2)) / (2 * 4)
     a3 = 4 * min_overlap
     b3 = -2 * min_overlap * (height + width)
     c3 = (min_overlap - 1) * width * height
@@ -55,14 +56,14 @@ def gaussian_radius(det_size, min_overlap):
 
 
 def get_local_maximum(heat, kernel=3):
-    """``heat`` where it equals its ``kernel x kernel`` max pool, else 0."""
+    """``heat`` where it is the maximum of its ``kernel`` window, 0 elsewhere."""
     hmax = F.max_pool2d(heat, kernel, stride=1, padding=(kernel - 1) // 2)
     return heat * (hmax == heat).float()
 
 
 def get_topk_from_heatmap(scores, k=20):
-    """Top ``k`` over classes and positions of ``scores [B, C, H, W]``: ``(scores, inds
-    (position in H*W), classes, ys, xs (float))``, each ``[B, k]``."""
+    """The ``k`` best of ``[B, C, H, W]`` scores over classes and positions:
+    ``(scores, position indices, classes, ys, xs (float))``, each ``[B, k]``."""
     batch, _, height, width = scores.size()
     topk_scores, topk_inds = torch.topk(scores.view(batch, -1), k)
     topk_clses = topk_inds // (height * width)
@@ -73,8 +74,8 @@ def get_topk_from_heatmap(scores, k=20):
 
 
 def gather_feat(feat, ind, mask=None):
-    """``feat [B, N, D]`` at ``ind [B, K]`` -> ``[B, K, D]`` (with ``mask``: the masked rows,
-    ``[M, D]``)."""
+    """``feat [B, N, D]`` rows at ``ind [B, K]`` -> ``[B, K, D]`` (``[M, D]`` of the masked
+    ones with ``mask``)."""
     dim = feat.size(2)
     feat = feat.gather(1, ind.unsqueeze(2).repeat(1, 1, dim))
     if mask is not None:
@@ -83,6 +84,6 @@ def gather_feat(feat, ind, mask=None):
 
 
 def transpose_and_gather_feat(feat, ind):
-    """``feat [B, D, H, W]`` at flat positions ``ind [B, K]`` -> ``[B, K, D]``."""
+    """``[B, D, H, W]`` features at flat positions ``ind [B, K]`` -> ``[B, K, D]``."""
     feat = feat.permute(0, 2, 3, 1).contiguous()
     return gather_feat(feat.view(feat.size(0), -1, feat.size(3)), ind)

@@ -1,6 +1,6 @@
-"""mmcv's ``HSigmoid`` activation (``act_cfg=dict(type='HSigmoid', ...)``):
-``clamp((x + bias) / divisor, min_value, max_value)``; mmcv >= 1.4.4's defaults (bias 3,
-divisor 6, the PyTorch hard sigmoid). DyHead's attentions use it."""
+"""mmcv 1.x ``HSigmoid`` (registered as the activation ``'HSigmoid'``): the hard sigmoid
+``clamp((x + bias) / divisor, min_value, max_value)``, mmcv >= 1.4.4's defaults (PyTorch's
+``hardsigmoid``). DyHead's scale attention and DyReLU use it."""
 import torch.nn as nn
 
 from .conv_module import ACTIVATIONS
@@ -9,7 +9,8 @@ __all__ = ['HSigmoid']
 
 
 class HSigmoid(nn.Module):
-    """Hard sigmoid with mmcv's arguments (no warning about the 1.4.4 default change)."""
+    """Args (mmcv's): ``bias`` (3.0), ``divisor`` (6.0), ``min_value`` (0.0), ``max_value``
+    (1.0)."""
 
     def __init__(self, bias=3.0, divisor=6.0, min_value=0.0, max_value=1.0):
         super().__init__()

@@ -1,5 +1,4 @@
-"""mmdet's ``SELayer`` (squeeze and excitation) and ``DyReLU`` (DyHead's task-aware attention):
-keys ``conv1.conv.*`` / ``conv2.conv.*``."""
+"""mmdet's ``SELayer`` (squeeze and excitation): keys ``conv1.conv.*`` / ``conv2.conv.*``."""
 import torch
 import torch.nn as nn
 
@@ -30,31 +29,29 @@ class SELayer(nn.Module):
 
 
 class DyReLU(nn.Module):
-    """Dynamic ReLU (Chen et al. 2020) as mmdet's DyHead uses it: from the pooled input, an
-    SE-like squeeze (``int(channels / ratio)`` wide) gives per channel ``a1, b1, a2, b2``
-    (``act2`` output minus 0.5; ``a1 = 2 a1 + 1``, ``a2 = 2 a2``) and the output is
-    ``max(x * a1 + b1, x * a2 + b2)``. ``act_cfg``: one dict for both or a pair (default ReLU
-    and HSigmoid(bias 3, divisor 6), DyHead's official code)."""
+    """mmdet's ``DyReLU`` (dynamic ReLU, Chen et al. 2020, as DyHead's task attention):
+    ``max(x * a1 + b1, x * a2 + b2)`` with the four per-channel coefficients predicted from
+    the global average of ``x`` (``conv1`` / ``conv2`` ConvModules, ``channels / ratio``
+    wide, activations ``act_cfg``: one dict or a pair, default ReLU and HSigmoid(3, 6))."""
 
     def __init__(self, channels, ratio=4, conv_cfg=None,
                  act_cfg=(dict(type='ReLU'), dict(type='HSigmoid', bias=3.0, divisor=6.0)),
                  init_cfg=None):
         super().__init__()
-        from . import hsigmoid  # noqa: F401  (registers 'HSigmoid')
         if isinstance(act_cfg, dict):
             act_cfg = (act_cfg, act_cfg)
-        if not (isinstance(act_cfg, (list, tuple)) and len(act_cfg) == 2
-                and all(isinstance(a, dict) for a in act_cfg)):
-            raise ValueError(f'DyReLU act_cfg must be a dict or two dicts, got {act_cfg!r}')
+        if len(act_cfg) != 2 or not all(isinstance(c, dict) for c in act_cfg):
+            raise ValueError(f'DyReLU act_cfg must be a dict or a pair of dicts, got {act_cfg!r}')
         self.channels = channels
         self.expansion = 4  # a1, b1, a2, b2
         self.global_avgpool = nn.AdaptiveAvgPool2d(1)
-        self.conv1 = ConvModule(channels, int(channels / ratio), 1, conv_cfg=conv_cfg,
-                                act_cfg=act_cfg[0])
-        self.conv2 = ConvModule(int(channels / ratio), channels * self.expansion, 1,
+        self.conv1 = ConvModule(channels, int(channels / ratio), 1, stride=1,
+                                conv_cfg=conv_cfg, act_cfg=act_cfg[0])
+        self.conv2 = ConvModule(int(channels / ratio), channels * self.expansion, 1, stride=1,
                                 conv_cfg=conv_cfg, act_cfg=act_cfg[1])
+        self.init_cfg = init_cfg
 
     def forward(self, x):
-        coeffs = self.conv2(self.conv1(self.global_avgpool(x))) - 0.5
-        a1, b1, a2, b2 = torch.split(coeffs, self.channels, dim=1)
+        coeffs = self.conv2(self.conv1(self.global_avgpool(x))) - 0.5  # in [-0.5, 0.5]
+        a1, b1, a2, b2 = coeffs.split(self.channels, dim=1)
         return torch.max(x * (a1 * 2.0 + 1.0) + b1, x * (a2 * 2.0) + b2)

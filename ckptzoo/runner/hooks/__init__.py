@@ -32,3 +32,13 @@ __all__ = ['Hook', 'CheckpointHook', 'EvalHook', 'DistEvalHook', 'IterTimerHook'
            'GradientCumulativeOptimizerHook', 'GradientCumulativeFp16OptimizerHook',
            'WandbLoggerHook', 'MlflowLoggerHook', 'BaseEMAHook', 'EMAHook', 'ExpMomentumEMAHook',
            'LinearMomentumEMAHook']
+
+from .set_epoch_info_hook import SetEpochInfoHook  # noqa: E402
+
+__all__ += ['SetEpochInfoHook']
+
+from .sync_norm import SyncNormHook  # noqa: E402
+from .yolox_lr_updater import YOLOXLrUpdaterHook  # noqa: E402
+from .yolox_mode_switch import YOLOXModeSwitchHook  # noqa: E402
+
+__all__ += ['SyncNormHook', 'YOLOXLrUpdaterHook', 'YOLOXModeSwitchHook']

@@ -61,6 +61,21 @@ def check_eval_kwargs(dataset, eval_kwargs, hook_args=(), where='evaluation'):
                              f'{", ".join(map(repr, metrics))}')
 
 
+def _check_dynamic_intervals(pairs):
+    """mmdet's ``dynamic_intervals``: ``(milestone, interval)`` pairs of positive ints,
+    milestones increasing."""
+    if pairs is None:
+        return None
+    ok = isinstance(pairs, (list, tuple)) and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and
+        all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in p)
+        for p in pairs)
+    if not ok or any(a[0] >= b[0] for a, b in zip(pairs, pairs[1:])):
+        raise ValueError(f'dynamic_intervals must be a list of (milestone, interval) pairs of '
+                         f'positive ints with increasing milestones, got {pairs!r}')
+    return [tuple(p) for p in pairs]
+
+
 @HOOKS.register_module()
 class EvalHook(Hook):
     """Evaluate the model every ``interval`` epochs/iterations.
@@ -85,6 +100,10 @@ class EvalHook(Hook):
         greater_keys, less_keys (str | list[str] | None): replace the keys used to infer the rule.
         out_dir (str | None): where the best checkpoint goes; default the work_dir, another
             directory gets the work_dir's basename appended as mmcv.
+        dynamic_intervals (list[tuple[int, int]] | None): mmdet 2.x's: ``[(milestone,
+            interval), ...]``, from epoch/iteration ``milestone`` on (counting from 1)
+            evaluate every ``interval`` (YOLOX: every epoch of the last ones). Computed from
+            the runner's position, so it also holds after a resume.
         **eval_kwargs: passed to ``dataset.evaluate`` (``metric='mAP'``, ...); checked
             here against its signature and the dataset's ``METRICS``
             (:func:`check_eval_kwargs`).
@@ -105,7 +124,8 @@ class EvalHook(Hook):
 
     def __init__(self, dataloader, start=None, interval=1, by_epoch=True, save_best=None,
                  rule=None, test_fn=None, greater_keys=None, less_keys=None, out_dir=None,
-                 file_client_args=None, **eval_kwargs):
+                 file_client_args=None, dynamic_intervals=None, **eval_kwargs):
+        self.dynamic_intervals = _check_dynamic_intervals(dynamic_intervals)
         if not isinstance(dataloader, DataLoader):
             raise TypeError(f'dataloader must be a torch DataLoader, got {type(dataloader)}')
         if not isinstance(interval, int) or isinstance(interval, bool) or interval <= 0:
@@ -241,11 +261,15 @@ class EvalHook(Hook):
             current, check_time = runner.epoch, self.every_n_epochs
         else:
             current, check_time = runner.iter, self.every_n_iters
+        interval = self.interval
+        for milestone, later in self.dynamic_intervals or ():
+            if current + 1 >= milestone:
+                interval = later
         if self.start is None:
-            return check_time(runner, self.interval)
+            return check_time(runner, interval)
         if current + 1 < self.start:
             return False
-        return (current + 1 - self.start) % self.interval == 0
+        return (current + 1 - self.start) % interval == 0
 
     def _save_ckpt(self, runner, key_score):
         if self.by_epoch:
@@ -306,12 +330,13 @@ class DistEvalHook(EvalHook):
     def __init__(self, dataloader, start=None, interval=1, by_epoch=True, save_best=None,
                  rule=None, test_fn=None, greater_keys=None, less_keys=None,
                  broadcast_bn_buffer=True, tmpdir=None, gpu_collect=False, out_dir=None,
-                 file_client_args=None, **eval_kwargs):
+                 file_client_args=None, dynamic_intervals=None, **eval_kwargs):
         if test_fn is None:
             test_fn = multi_gpu_test
         super().__init__(dataloader, start=start, interval=interval, by_epoch=by_epoch,
                          save_best=save_best, rule=rule, test_fn=test_fn,
                          greater_keys=greater_keys, less_keys=less_keys, out_dir=out_dir,
+                         dynamic_intervals=dynamic_intervals,
                          file_client_args=file_client_args, **eval_kwargs)
         self.broadcast_bn_buffer = broadcast_bn_buffer
         self.tmpdir = tmpdir

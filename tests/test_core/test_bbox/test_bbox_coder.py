@@ -89,3 +89,9 @@ def test_legacy_coder_by_hand():
                                torch.tensor([[4.5, 0., 19., 7.]]))
     with pytest.raises(ValueError, match='target_means'):
         TASK_UTILS.build(dict(type='LegacyDeltaXYWHBBoxCoder', target_means=(0., 0.)))
+
+
+def test_legacy_coder_decodes_no_box():
+    """A level that keeps no box after the score threshold (legacy SSD) decodes to none."""
+    coder = TASK_UTILS.build(dict(type='LegacyDeltaXYWHBBoxCoder'))
+    assert coder.decode(torch.zeros(0, 4), torch.zeros(0, 4), max_shape=(8, 8)).shape == (0, 4)

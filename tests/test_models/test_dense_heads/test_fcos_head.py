@@ -224,3 +224,13 @@ def test_bad_arguments_are_named():
                          [torch.zeros(0).long()])
     with pytest.raises(ValueError, match='centernesses'):
         _head().loss([torch.zeros(1, 3, 2, 2)], [torch.zeros(1, 4, 2, 2)], [], [], [], [])
+
+
+def test_deformable_last_conv_starts_as_a_plain_conv():
+    """mmdet's BaseDenseHead.init_weights zeroes each conv_offset after the Normal init over
+    'Conv2d' layers (which reaches it); so do we, at construction."""
+    head = _head(dcn_on_last_conv=True)
+    for tower in (head.cls_convs, head.reg_convs):
+        offset = tower[-1].conv.conv_offset
+        assert (offset.weight == 0).all() and (offset.bias == 0).all()
+        assert tower[0].conv.weight.std() > 0

@@ -115,7 +115,8 @@ def test_get_bboxes_decodes_the_expected_distances_in_strides():
         reg[1][0, side * 5 + bin_] = 0.
     (dets, labels), = head.get_bboxes(cls, reg, img_metas=[_meta()])
     assert labels.tolist() == [0]
-    torch.testing.assert_close(dets, torch.tensor([[0., 16., 32., 32., torch.tensor(2.).sigmoid()]]))
+    torch.testing.assert_close(
+        dets, torch.tensor([[0., 16., 32., 32., torch.tensor(2.).sigmoid()]]))
 
 
 @pytest.mark.parametrize('mode,reentrant', [('full', False), ('full', True),

@@ -79,5 +79,9 @@ def test_bad_arguments():
         build(_cfg(num_ins=3))
     with pytest.raises(ValueError, match='num_ins must be a positive int'):
         build(_cfg(num_ins=0))
+    with pytest.raises(ValueError, match='in_channels must equal it, got 8'):
+        build(_cfg(stacked_convs=0, feat_channels=4))
+    head = build(_cfg(stacked_convs=0))
+    assert len(head.cls_convs[0]) == 0 and head(inputs()[0])[0][1].shape == (2, 12, 4, 4)
     with pytest.raises(ValueError, match='expects num_ins=2 levels, got 1'):
         build(_cfg())(inputs()[0][:1])

@@ -6,8 +6,10 @@ import torch
 import torch.nn.functional as F
 
 from ckptzoo.registry import UnknownKeyError, build_head
-from tests.helpers.checkpointing import randomise_bn
+from tests.helpers.checkpointing import one_thread, randomise_bn
 from tests.helpers.level_heads import assert_head_mode_exact
+
+one_thread = pytest.fixture(autouse=True)(one_thread)
 
 TRAIN_CFG = dict(assigner=dict(type='MaxIoUAssigner', pos_iou_thr=0.5, neg_iou_thr=0.5,
                                min_pos_iou=0., ignore_iof_thr=-1, gt_max_assign_all=False),
@@ -149,3 +151,41 @@ def test_bad_arguments():
         _head(train_cfg=dict(TRAIN_CFG, neg_pos_ratio=2.5))
     with pytest.raises(ValueError, match='expects 2 levels'):
         _head()([torch.zeros(1, 4, 2, 2)])
+
+
+def test_ascend_ssd_head_is_ssd_head():
+    """mmdet's Ascend (NPU) batched SSD loss is the same loss: the same head here."""
+    from ckptzoo.models.dense_heads import AscendSSDHead
+    ascend = _head(type='AscendSSDHead', train_cfg=dict(
+        TRAIN_CFG, assigner=dict(TRAIN_CFG['assigner'], type='AscendMaxIoUAssigner')))
+    plain = _head()
+    assert isinstance(ascend, AscendSSDHead) and ascend.state_dict().keys() == \
+        plain.state_dict().keys()
+    ascend.load_state_dict(plain.state_dict())
+    feats = [torch.randn(1, 4, 2, 2), torch.randn(1, 4, 1, 1)]
+    args = ([torch.tensor([[0., 0., 16., 16.]])], [torch.tensor([1])], [_meta()])
+    a, b = ascend.loss(*ascend(feats), *args), plain.loss(*plain(feats), *args)
+    assert a.keys() == b.keys() and all(torch.equal(x, y) for k in a for x, y in zip(a[k], b[k]))
+    with pytest.raises(ValueError, match='reg_decoded_bbox'):
+        _head(type='AscendSSDHead', reg_decoded_bbox=True)
+
+
+def test_pisa_ssd_head_adds_carl_and_reweights_positives():
+    """Without isr / carl PISASSDHead is SSDHead; CARL adds ``loss_carl``; ISR-P changes the
+    positives' weights but keeps their classification loss's sum (as mmdet's isr_p)."""
+    plain = _head()
+    feats = [torch.randn(2, 4, 2, 2), torch.randn(2, 4, 1, 1)]
+    args = ([torch.tensor([[0., 0., 16., 16.]]), torch.tensor([[1., 0., 15., 16.]])],
+            [torch.tensor([1]), torch.tensor([0])], [_meta(), _meta()])
+    ref = plain.loss(*plain(feats), *args)
+    bare = _head(type='PISASSDHead')
+    bare.load_state_dict(plain.state_dict())
+    got = bare.loss(*bare(feats), *args)
+    assert all(torch.equal(x, y) for k in ref for x, y in zip(ref[k], got[k]))
+    pisa = _head(type='PISASSDHead', train_cfg=dict(TRAIN_CFG, isr=dict(k=2., bias=0.),
+                                                    carl=dict(k=1., bias=0.2)))
+    pisa.load_state_dict(plain.state_dict())
+    losses = pisa.loss(*pisa(feats), *args)
+    assert set(losses) == {'loss_cls', 'loss_bbox', 'loss_carl'}
+    assert losses['loss_carl'].shape == (1, ) and losses['loss_carl'].item() > 0
+    torch.testing.assert_close(sum(losses['loss_bbox']), sum(ref['loss_bbox']))

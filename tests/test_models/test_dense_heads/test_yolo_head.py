@@ -8,8 +8,10 @@ import torch.nn.functional as F
 
 from ckptzoo.models.utils import bias_init_with_prob
 from ckptzoo.registry import UnknownKeyError, build_head
-from tests.helpers.checkpointing import randomise_bn
+from tests.helpers.checkpointing import one_thread, randomise_bn
 from tests.helpers.level_heads import assert_head_mode_exact
+
+one_thread = pytest.fixture(autouse=True)(one_thread)
 
 TRAIN_CFG = dict(assigner=dict(type='GridAssigner', pos_iou_thr=0.5, neg_iou_thr=0.5,
                                min_pos_iou=0))
@@ -35,7 +37,8 @@ def _meta(h=16, w=16, scale=1.0):
 
 def test_keys_and_init_as_mmdet():
     head = _head()
-    assert sorted(k for k in head.state_dict() if k.startswith(('convs_bridge.0', 'convs_pred'))) == [
+    keys = head.state_dict()
+    assert sorted(k for k in keys if k.startswith(('convs_bridge.0', 'convs_pred'))) == [
         'convs_bridge.0.bn.bias', 'convs_bridge.0.bn.num_batches_tracked',
         'convs_bridge.0.bn.running_mean', 'convs_bridge.0.bn.running_var',
         'convs_bridge.0.bn.weight', 'convs_bridge.0.conv.weight', 'convs_pred.0.bias',

@@ -4,6 +4,10 @@ from .region_assigner import RegionAssigner
 
 __all__ = ['AssignResult', 'MaxIoUAssigner', 'RegionAssigner']
 
+from .point_assigner import PointAssigner  # noqa: E402
+
+__all__ += ['PointAssigner']
+
 from .atss_assigner import ATSSAssigner  # noqa: E402
 
 __all__ += ['ATSSAssigner']
@@ -15,3 +19,22 @@ __all__ += ['CenterRegionAssigner']
 from .grid_assigner import GridAssigner  # noqa: E402
 
 __all__ += ['GridAssigner']
+
+from .uniform_assigner import UniformAssigner  # noqa: E402
+__all__ += ['UniformAssigner']
+
+from .approx_max_iou_assigner import ApproxMaxIoUAssigner  # noqa: E402
+
+__all__ += ['ApproxMaxIoUAssigner']
+
+from .ascend_max_iou_assigner import AscendMaxIoUAssigner  # noqa: E402
+
+__all__ += ['AscendMaxIoUAssigner']
+
+from .task_aligned_assigner import TaskAlignedAssigner  # noqa: E402
+
+__all__ += ['TaskAlignedAssigner']
+
+from .sim_ota_assigner import SimOTAAssigner  # noqa: E402
+
+__all__ += ['SimOTAAssigner']

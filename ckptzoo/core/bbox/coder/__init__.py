@@ -12,3 +12,7 @@ __all__ += ['TBLRBBoxCoder', 'bboxes2tblr', 'tblr2bboxes']
 from .yolo_bbox_coder import YOLOBBoxCoder  # noqa: E402
 
 __all__ += ['YOLOBBoxCoder']
+
+from ..transforms import bbox2distance, distance2bbox  # noqa: E402
+
+__all__ += ['bbox2distance', 'distance2bbox']

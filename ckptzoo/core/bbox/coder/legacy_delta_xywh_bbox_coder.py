@@ -35,7 +35,8 @@ def legacy_delta2bbox(rois, deltas, means=(0., 0., 0., 0.), stds=(1., 1., 1., 1.
     if deltas.dim() != 2 or deltas.size(1) % 4 != 0:
         raise ValueError(f'deltas must be [N, 4k], got {tuple(deltas.shape)}')
     num = deltas.size(0)
-    d = deltas.view(num, deltas.size(1) // 4, 4) * deltas.new_tensor(stds) + deltas.new_tensor(means)
+    d = deltas.view(num, deltas.size(1) // 4, 4)  # (no -1: a level may keep no box)
+    d = d * deltas.new_tensor(stds) + deltas.new_tensor(means)
     max_ratio = np.abs(np.log(wh_ratio_clip))
     dwh = d[..., 2:].clamp(min=-max_ratio, max=max_ratio)
     pxy, pwh = _centre_size(rois[:, None, :4])
