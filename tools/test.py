@@ -22,6 +22,7 @@ from ckptzoo.runner import MMDistributedDataParallel, init_dist, load_checkpoint
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.fp16 import wrap_fp16_model  # noqa: E402
+from ckptzoo.utils.config_file import building_from  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -108,7 +109,8 @@ def main(argv=None):
     model_cfg['train_cfg'] = None  # as mmdet's test.py: MaskRCNN takes it positionally
     if cfg.get('test_cfg') is not None and 'test_cfg' not in model_cfg:
         model_cfg['test_cfg'] = cfg.test_cfg
-    model = build_model(model_cfg)
+    with building_from(cfg.filename):
+        model = build_model(model_cfg)
     if args.eval:  # before inference: a metric the dataset or the model cannot give
         try:
             check_test_metrics(model, dataset, args.eval)

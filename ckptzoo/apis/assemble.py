@@ -28,6 +28,7 @@ from ..registry import build_optimizer, build_runner
 from ..runner import BaseRunner, EpochBasedRunner, MMDistributedDataParallel
 from ..runner.hooks import Hook
 from ..runner.work_dir import check_work_dir
+from ..utils.config_file import building_from
 from ..utils.model_wrapper import unwrap_model
 from .options import TrainingOptions, samples_per_gpu_of, select_optimizer_hook
 
@@ -138,7 +139,8 @@ def build_train_model(cfg: Config) -> nn.Module:
     ``memory_budget``, and the plan sets the modes)."""
     from ..registry import build_model
     resolve_auto_with_cp(cfg)
-    model = build_model(cfg.model, default_args=model_defaults(cfg))
+    with building_from(cfg.filename):  # paths in the model config relative to the file
+        model = build_model(cfg.model, default_args=model_defaults(cfg))
     if hasattr(model, 'init_weights'):
         model.init_weights()
     return model

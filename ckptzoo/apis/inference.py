@@ -16,6 +16,7 @@ from ..datasets.pipelines import Compose
 from ..registry import build_model
 from ..runner.checkpoint import load_checkpoint
 from ..runner.utils import get_model_device, move_to_device, unwrap_model
+from ..utils.config_file import building_from
 from .config import load_config
 
 __all__ = ['init_detector', 'inference_detector', 'show_result_pyplot']
@@ -49,7 +50,8 @@ def init_detector(config: str | os.PathLike | Config, checkpoint: str | None = N
     defaults = None
     if config.get('test_cfg') is not None and model_cfg.get('test_cfg') is None:
         defaults = dict(test_cfg=config.test_cfg)
-    model = build_model(model_cfg, default_args=defaults)
+    with building_from(config.filename):
+        model = build_model(model_cfg, default_args=defaults)
     classes = None
     if checkpoint is not None:
         ckpt = load_checkpoint(model, checkpoint, map_location='cpu', complete=True)

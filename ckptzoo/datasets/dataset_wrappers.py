@@ -223,6 +223,7 @@ class MultiImageMixDataset:
         self.pipeline_types = [t['type'] if isinstance(t['type'], str) else t['type'].__name__
                                for t in pipeline]
         self.pipeline = [build_transform(t) for t in pipeline]
+        self._check_mosaic_border()
         self.dataset = _built(dataset)
         self.CLASSES = getattr(self.dataset, 'CLASSES', None)
         self.PALETTE = getattr(self.dataset, 'PALETTE', None)
@@ -230,6 +231,26 @@ class MultiImageMixDataset:
             self.flag = self.dataset.flag
         self.num_samples = len(self.dataset)
         self.max_refetch = max_refetch
+
+    def _check_mosaic_border(self):
+        """``RandomAffine`` after ``Mosaic`` must crop the 2h x 2w mosaic back to ``img_scale``
+        (``border=(-h // 2, -w // 2)``, as every mmdet config sets it); another border trains
+        at another size, found here rather than in the model's input."""
+        mosaic = None
+        for transform, kind in zip(self.pipeline, self.pipeline_types):
+            if kind == 'Mosaic':
+                mosaic = transform
+            elif kind == 'RandomAffine' and mosaic is not None:
+                h, w = mosaic.img_scale
+                want = (-h // 2, -w // 2)
+                border = tuple(transform.border)
+                if border != want:
+                    raise ValueError(
+                        f'RandomAffine border={border} does not match Mosaic '
+                        f'img_scale={tuple(mosaic.img_scale)}: the {2 * h}x{2 * w} mosaic would '
+                        f'become {2 * h + 2 * border[0]}x{2 * w + 2 * border[1]}, not {h}x{w}; '
+                        f'set border=(-img_scale[0] // 2, -img_scale[1] // 2) = {want}')
+                mosaic = None
 
     @staticmethod
     def _check_skip(skip_type_keys):

@@ -41,6 +41,7 @@ def try_build(path):
     ``'no model'`` for a config without one."""
     import ckptzoo  # noqa: F401  (registers every type)
     from ckptzoo.registry import build_model
+    from ckptzoo.utils.config_file import building_from
     try:
         cfg = Config.fromfile(path, import_custom_modules=False)
     except Exception as e:  # noqa: BLE001  (a config mmengine cannot read is a failure too)
@@ -48,7 +49,7 @@ def try_build(path):
     if 'model' not in cfg:
         return 'no model'
     try:
-        with warnings.catch_warnings(), torch.device('meta'):
+        with warnings.catch_warnings(), torch.device('meta'), building_from(path):
             warnings.simplefilter('ignore')
             build_model(cfg.model)
     except Exception as e:  # noqa: BLE001

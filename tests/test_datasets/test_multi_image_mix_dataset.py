@@ -135,3 +135,12 @@ def test_the_planners_batch_shapes_are_the_pipeline_bound(dataset):
     shapes = loader_shapes(cfg, dataset, 2)
     assert [g.worst for g in shapes.groups] == [(64, 64)]
     assert 'MultiImageMixDataset mixes several images' in shapes.note
+
+
+def test_random_affine_border_must_crop_the_mosaic_back_to_img_scale():
+    from ckptzoo.datasets.dataset_wrappers import MultiImageMixDataset
+    pipeline = [dict(type='Mosaic', img_scale=(64, 96), pad_val=114.0),
+                dict(type='RandomAffine', border=(-32, -32))]
+    with pytest.raises(ValueError, match=r'RandomAffine border=\(-32, -32\) does not match '
+                                         r'Mosaic img_scale=\(64, 96\).*\(-32, -48\)'):
+        MultiImageMixDataset(dataset=[], pipeline=pipeline)

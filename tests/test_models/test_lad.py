@@ -103,3 +103,22 @@ def test_simple_test_is_the_students():
         results = model.simple_test(batch['img'], batch['img_metas'], rescale=True)
     assert len(results) == 2 and all(len(r) == 3 for r in results)
     assert sum(len(d) for d in results[0]) > 0
+
+
+def test_a_bad_teacher_ckpt_fails_when_weights_are_loaded(tmp_path):
+    import pytest
+    from ckptzoo.runner.checkpoint_match import CheckpointMismatch
+    missing = str(tmp_path / 'paa_teacher.pth')
+    with torch.device('meta'):
+        build_detector(_cfg(teacher_ckpt=missing))  # builds without the file
+    with pytest.raises(FileNotFoundError, match='LAD teacher_ckpt.*paa_teacher.pth'):
+        _model(teacher_ckpt=missing).init_weights()
+    student = _model()
+    torch.save({'state_dict': {k: v for k, v in student.state_dict().items()
+                               if not k.startswith('bbox_head.atss_cls')}}, missing)
+    with pytest.raises(CheckpointMismatch, match='missing.*bbox_head.atss_cls.weight'):
+        _model(teacher_ckpt=missing).init_weights()
+    torch.save({'state_dict': student.teacher_model.state_dict()}, missing)
+    lazy = _model(teacher_ckpt=missing)  # without init_weights: read by the first step
+    lazy.train_step(det_batch(), None)
+    assert lazy.teacher_loaded

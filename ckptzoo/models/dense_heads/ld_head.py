@@ -1,8 +1,9 @@
-"""mmdet 2.x ``LDHead`` (Localization Distillation, Zheng et al. 2022): a GFLHead (same layers,
-keys and ``level{i}`` checkpoint units) whose training also takes the teacher's box
-distributions (``out_teacher[1]``) and adds ``loss_ld``, the KL divergence of the positives'
-distributions from the teacher's, weighted as the DFL. Unlike GFL, the box losses are divided
-by the sum of the box weights plus 1e-6 (mmdet's LD; GFL clamps it at 1)."""
+"""mmdet 2.x ``LDHead`` (Zheng et al. 2022, localization distillation): a :class:`GFLHead`
+student that also learns each positive's box-side distributions from a teacher GFL head's
+(``loss_ld``: :class:`KnowledgeDistillationKLDivLoss` of the student's ``reg_max + 1`` bins
+against the teacher's, weighted as the box losses by the positive's best class score).
+
+Layers, state-dict keys and checkpoint units are GFLHead's; ``loss_ld`` has no weights."""
 import torch
 
 from ...core.utils import reduce_mean
@@ -15,8 +16,11 @@ __all__ = ['LDHead']
 
 @MODELS.register_module()
 class LDHead(GFLHead):
-    """Args: as :class:`GFLHead`, and ``loss_ld`` (KnowledgeDistillationKLDivLoss, 0.25, T 10
-    in the configs; mmdet's default names a ``LocalizationDistillationLoss`` it never had)."""
+    """Args: as :class:`GFLHead`, and ``loss_ld`` (default
+    ``KnowledgeDistillationKLDivLoss(loss_weight=0.25, T=10)``; mmdet's default names
+    ``LocalizationDistillationLoss``, a type mmdet never registered, so its head failed to
+    build without an explicit ``loss_ld``: here the default is the loss mmdet's configs give).
+    """
 
     def __init__(self, num_classes, in_channels,
                  loss_ld=dict(type='KnowledgeDistillationKLDivLoss', loss_weight=0.25, T=10),
@@ -24,32 +28,11 @@ class LDHead(GFLHead):
         super().__init__(num_classes, in_channels, **kwargs)
         self.loss_ld = MODELS.build(loss_ld)
 
-    def loss_single(self, anchors, cls_score, bbox_pred, labels, label_weights, bbox_targets,
-                    stride, soft_targets, num_total_samples):
-        """GFL's level losses and ``loss_ld``: ``(loss_cls, loss_bbox, loss_dfl, loss_ld, sum
-        of the box weights)``."""
-        loss_cls, loss_bbox, loss_dfl, weight_sum = super().loss_single(
-            anchors, cls_score, bbox_pred, labels, label_weights, bbox_targets, stride,
-            num_total_samples)
-        bins = self.reg_max + 1
-        labels = labels.reshape(-1)
-        pos_inds = ((labels >= 0) & (labels < self.num_classes)).nonzero().squeeze(1)
-        bbox_pred = bbox_pred.permute(0, 2, 3, 1).reshape(-1, 4 * bins)
-        if len(pos_inds) > 0:
-            scores = cls_score.permute(0, 2, 3, 1).reshape(-1, self.cls_out_channels)
-            weight = scores.detach().sigmoid().max(dim=1)[0][pos_inds]
-            soft = soft_targets.permute(0, 2, 3, 1).reshape(-1, 4 * bins)[pos_inds]
-            loss_ld = self.loss_ld(bbox_pred[pos_inds].reshape(-1, bins), soft.reshape(-1, bins),
-                                   weight=weight[:, None].expand(-1, 4).reshape(-1),
-                                   avg_factor=4.0)
-        else:
-            loss_ld = bbox_pred.sum() * 0
-        return loss_cls, loss_bbox, loss_dfl, loss_ld, weight_sum
-
     def forward_train(self, x, out_teacher, img_metas, gt_bboxes, gt_labels=None,
                       gt_bboxes_ignore=None, proposal_cfg=None, **kwargs):
-        """The losses against the ground truth and the teacher's outputs ``out_teacher``
-        (``(cls_scores, bbox_preds)``; the box distributions are the soft targets)."""
+        """The losses of this (the student's) predictions; ``out_teacher`` is the teacher
+        head's output ``(cls_scores, bbox_preds)``, whose ``bbox_preds`` are the soft
+        targets. With ``proposal_cfg`` also the boxes: ``(losses, proposal_list)``."""
         outs = self(x)
         losses = self.loss(*outs, gt_bboxes, gt_labels, out_teacher[1], img_metas,
                            gt_bboxes_ignore=gt_bboxes_ignore)
@@ -57,20 +40,51 @@ class LDHead(GFLHead):
             return losses
         return losses, self.get_bboxes(*outs, img_metas=img_metas, cfg=proposal_cfg)
 
-    @force_fp32(apply_to=('cls_scores', 'bbox_preds'))
+    def loss_single(self, anchors, cls_score, bbox_pred, labels, label_weights, bbox_targets,
+                    stride, soft_targets, num_total_samples):
+        """One level: GFL's ``(loss_cls, loss_bbox, loss_dfl, box weight sum)`` and
+        ``loss_ld``, the KL divergence of the positives' bins from the teacher's
+        ``soft_targets [B, 4 * (reg_max + 1), H, W]`` (averaged over the 4 sides)."""
+        loss_cls, loss_bbox, loss_dfl, weight_sum = super().loss_single(
+            anchors, cls_score, bbox_pred, labels, label_weights, bbox_targets, stride,
+            num_total_samples)
+        bins = self.reg_max + 1
+        if soft_targets.shape != bbox_pred.shape:
+            raise ValueError(f'{type(self).__name__}: the teacher\'s box distributions '
+                             f'{tuple(soft_targets.shape)} do not match the student\'s '
+                             f'{tuple(bbox_pred.shape)}; teacher and student need the same '
+                             'reg_max and strides')
+        bbox_pred = bbox_pred.permute(0, 2, 3, 1).reshape(-1, 4 * bins)
+        soft_targets = soft_targets.permute(0, 2, 3, 1).reshape(-1, 4 * bins)
+        labels = labels.reshape(-1)
+        pos_inds = ((labels >= 0) & (labels < self.num_classes)).nonzero().squeeze(1)
+        if len(pos_inds) > 0:
+            cls_score = cls_score.permute(0, 2, 3, 1).reshape(-1, self.cls_out_channels)
+            weight = cls_score.detach().sigmoid().max(dim=1)[0][pos_inds]
+            loss_ld = self.loss_ld(bbox_pred[pos_inds].reshape(-1, bins),
+                                   soft_targets[pos_inds].reshape(-1, bins),
+                                   weight=weight[:, None].expand(-1, 4).reshape(-1),
+                                   avg_factor=4.0)
+        else:
+            loss_ld = bbox_pred.sum() * 0
+        return loss_cls, loss_bbox, loss_dfl, loss_ld, weight_sum
+
+    @force_fp32(apply_to=('cls_scores', 'bbox_preds', 'soft_target'))
     def loss(self, cls_scores, bbox_preds, gt_bboxes, gt_labels, soft_target, img_metas,
              gt_bboxes_ignore=None):
-        """``dict(loss_cls, loss_bbox, loss_dfl, loss_ld)``, each a list over levels."""
+        """``dict(loss_cls, loss_bbox, loss_dfl, loss_ld)``, each a list over levels.
+        ``soft_target``: the teacher's ``bbox_preds`` per level. As mmdet's LDHead (unlike
+        its GFLHead, which clamps the sum at 1) the box losses are divided by the sum of the
+        box weights plus 1e-6; ``loss_ld`` is not divided by it."""
         if not self.train_cfg:
-            raise ValueError(f'LDHead.loss needs train_cfg (assigner, ...), got '
-                             f'{self.train_cfg!r}')
-        if len(soft_target) != len(cls_scores):
-            raise ValueError(f'LDHead: the teacher gave {len(soft_target)} levels, the student '
-                             f'{len(cls_scores)}')
+            raise ValueError(f'{type(self).__name__}.loss needs train_cfg (assigner, ...), '
+                             f'got {self.train_cfg!r}')
         featmap_sizes = [f.size()[-2:] for f in cls_scores]
-        if len(featmap_sizes) != self.prior_generator.num_levels:
-            raise ValueError(f'got {len(featmap_sizes)} feature levels, the anchor generator '
-                             f'has {self.prior_generator.num_levels} strides')
+        if len(featmap_sizes) != self.prior_generator.num_levels \
+                or len(soft_target) != len(featmap_sizes):
+            raise ValueError(f'got {len(featmap_sizes)} feature levels and {len(soft_target)} '
+                             f'teacher levels, the anchor generator has '
+                             f'{self.prior_generator.num_levels} strides')
         device = cls_scores[0].device
         anchor_list, valid_flag_list = self.get_anchors(featmap_sizes, img_metas, device)
         label_channels = self.cls_out_channels if self.use_sigmoid_cls else 1

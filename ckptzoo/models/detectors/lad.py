@@ -2,24 +2,23 @@
 trained on the anchors a frozen teacher (``teacher_backbone`` / ``teacher_neck`` /
 ``teacher_bbox_head``, a :class:`LADHead`) assigns with PAA on its own predictions.
 
-As mmdet, the teacher is not a registered submodule: its weights are not in the state dict,
-not among the parameters (not trained) and not planned for checkpointing. mmdet loaded
-``teacher_ckpt`` in the constructor; here ``init_weights`` loads it (as a ``Pretrained``
-init_cfg: nothing is read while a config is only built), and ``.to()`` / ``.cuda()`` /
-``.half()`` move the teacher too (mmdet moved it only with ``.cuda()``)."""
+As mmdet, a :class:`KnowledgeDistillationSingleStageDetector` whose teacher is given part by
+part; the teacher is kept outside the state dict, the parameters and the checkpoint plan, and
+its weights are read from ``teacher_ckpt`` by ``init_weights`` (or the first
+``forward_train``), not while a config is built (see :mod:`.kd_one_stage` for the fixes)."""
 import torch
 import torch.nn as nn
 
 from ...registry import MODELS
-from ...runner.checkpoint import load_checkpoint
 from ..utils import build_model_or_sequence
+from .kd_one_stage import KnowledgeDistillationSingleStageDetector
 from .single_stage import SingleStageDetector
 
 __all__ = ['LAD']
 
 
 @MODELS.register_module()
-class LAD(SingleStageDetector):
+class LAD(KnowledgeDistillationSingleStageDetector):
     """Args (mmdet 2.x's): the student's ``backbone``, ``neck``, ``bbox_head``; the teacher's
     ``teacher_backbone``, ``teacher_neck`` (None for none), ``teacher_bbox_head``;
     ``teacher_ckpt`` (a path, or a URL found in the local cache; None: random teacher);
@@ -29,9 +28,8 @@ class LAD(SingleStageDetector):
     def __init__(self, backbone, neck, bbox_head, teacher_backbone, teacher_neck,
                  teacher_bbox_head, teacher_ckpt, eval_teacher=True, train_cfg=None,
                  test_cfg=None, pretrained=None):
-        super().__init__(backbone, neck, bbox_head, train_cfg, test_cfg, pretrained)
-        self.eval_teacher = eval_teacher
-        self.teacher_ckpt = teacher_ckpt
+        SingleStageDetector.__init__(self, backbone, neck, bbox_head, train_cfg, test_cfg,
+                                     pretrained)
         teacher = nn.Module()
         teacher.backbone = MODELS.build(teacher_backbone)
         if teacher_neck is not None:
@@ -41,27 +39,7 @@ class LAD(SingleStageDetector):
         if not hasattr(teacher.bbox_head, 'get_label_assignment'):
             raise TypeError(f'LAD teacher_bbox_head must assign labels (LADHead), got '
                             f'{type(teacher.bbox_head).__name__}')
-        self.teacher_model = teacher
-
-    def __setattr__(self, name, value):
-        if name == 'teacher_model':  # not a submodule (mmdet's KD detectors)
-            object.__setattr__(self, name, value)
-        else:
-            super().__setattr__(name, value)
-
-    def init_weights(self):
-        """The student's init_cfg, then the teacher's weights from ``teacher_ckpt``."""
-        super().init_weights()
-        if self.teacher_ckpt is not None:
-            load_checkpoint(self.teacher_model, self.teacher_ckpt, map_location='cpu')
-
-    def _apply(self, fn, *args, **kwargs):
-        self.teacher_model._apply(fn, *args, **kwargs)
-        return super()._apply(fn, *args, **kwargs)
-
-    def train(self, mode=True):
-        self.teacher_model.train(False if self.eval_teacher else mode)
-        return super().train(mode)
+        self._init_teacher(teacher, teacher_ckpt, eval_teacher)
 
     @property
     def with_teacher_neck(self):
@@ -75,6 +53,7 @@ class LAD(SingleStageDetector):
         """The student's losses on the teacher's label assignment."""
         if len(img_metas) != img.size(0):
             raise ValueError(f'got {len(img_metas)} img_metas for a batch of {img.size(0)}')
+        self.load_teacher()
         self._set_batch_input_shape(img, img_metas)
         with torch.no_grad():
             outs_teacher = self.teacher_model.bbox_head(self.extract_teacher_feat(img))

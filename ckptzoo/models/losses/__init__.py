@@ -34,9 +34,11 @@ __all__ += ['GaussianFocalLoss', 'gaussian_focal_loss']
 from .varifocal_loss import VarifocalLoss, varifocal_loss  # noqa: E402
 
 __all__ += ['VarifocalLoss', 'varifocal_loss']
+
+from .kd_loss import (KnowledgeDistillationKLDivLoss,  # noqa: E402
+                      knowledge_distillation_kl_div_loss)
+
+__all__ += ['KnowledgeDistillationKLDivLoss', 'knowledge_distillation_kl_div_loss']
 from .ae_loss import AssociativeEmbeddingLoss  # noqa: E402
 
 __all__ += ['AssociativeEmbeddingLoss']
-from .kd_loss import KnowledgeDistillationKLDivLoss  # noqa: E402
-
-__all__ += ['KnowledgeDistillationKLDivLoss']

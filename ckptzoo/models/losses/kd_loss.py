@@ -1,6 +1,7 @@
-"""mmdet 2.x ``KnowledgeDistillationKLDivLoss`` (LD, Zheng et al. 2022): the KL divergence of
-the student's temperature-``T`` softmax from the teacher's (detached by default), averaged over
-the last dimension's bins and scaled by ``T^2``."""
+"""mmdet 2.x ``KnowledgeDistillationKLDivLoss`` (Hinton et al. 2015): the KL divergence of the
+student's softened distribution from the teacher's, both at temperature ``T``, scaled by
+``T**2`` so the gradient's size does not depend on ``T``. LD (localization distillation) uses
+it on the box-side distributions of GFL heads."""
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -12,11 +13,12 @@ __all__ = ['KnowledgeDistillationKLDivLoss', 'knowledge_distillation_kl_div_loss
 
 @weighted_loss
 def knowledge_distillation_kl_div_loss(pred, soft_label, T, detach_target=True):
-    """Per row of ``pred`` / ``soft_label`` ``[N, n]``: ``T^2 * mean(KL(softmax(soft/T) ||
-    softmax(pred/T)))`` over the bins."""
+    """``pred`` and ``soft_label`` ``[N, n + 1]`` logits -> ``[N]``:
+    ``T**2 * mean_j KL(softmax(soft_label / T) || softmax(pred / T))_j`` (mean over the bins,
+    as mmdet). ``detach_target``: no gradient into ``soft_label``."""
     if pred.size() != soft_label.size():
-        raise ValueError(f'pred and soft_label must have one shape, got {tuple(pred.size())} '
-                         f'and {tuple(soft_label.size())}')
+        raise ValueError(f'knowledge distillation needs pred and soft_label of one shape, got '
+                         f'{tuple(pred.shape)} and {tuple(soft_label.shape)}')
     target = F.softmax(soft_label / T, dim=1)
     if detach_target:
         target = target.detach()
@@ -25,17 +27,20 @@ def knowledge_distillation_kl_div_loss(pred, soft_label, T, detach_target=True):
 
 @MODELS.register_module()
 class KnowledgeDistillationKLDivLoss(nn.Module):
-    """Args (mmdet's): ``reduction``, ``loss_weight``, ``T`` (temperature, >= 1)."""
+    """Args (mmdet's): ``reduction`` ('none' | 'mean' | 'sum'), ``loss_weight``, ``T`` (the
+    temperature, >= 1)."""
 
     def __init__(self, reduction='mean', loss_weight=1.0, T=10):
         super().__init__()
-        if T < 1:
-            raise ValueError(f'KnowledgeDistillationKLDivLoss T must be >= 1, got {T!r}')
+        if isinstance(T, bool) or not isinstance(T, (int, float)) or T < 1:
+            raise ValueError(f'KnowledgeDistillationKLDivLoss T (the temperature) must be a '
+                             f'number >= 1, got {T!r}')
         self.reduction = check_reduction(reduction)
         self.loss_weight = loss_weight
         self.T = T
 
     def forward(self, pred, soft_label, weight=None, avg_factor=None, reduction_override=None):
+        """``pred`` the student's logits, ``soft_label`` the teacher's, ``[N, n + 1]``."""
         reduction = check_reduction(reduction_override) if reduction_override \
             else self.reduction
         return self.loss_weight * knowledge_distillation_kl_div_loss(
