@@ -23,3 +23,7 @@ __all__ = ['DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
 from .masked_conv import MaskedConv2d  # noqa: E402
 
 __all__ += ['MaskedConv2d']
+from .nms import soft_nms  # noqa: E402
+from .corner_pool import CornerPool  # noqa: E402
+
+__all__ += ['soft_nms', 'CornerPool']

@@ -14,10 +14,11 @@ used.
 import torch
 from torchvision.ops import nms as tv_nms
 
-__all__ = ['nms', 'batched_nms', 'nms_match']
+__all__ = ['nms', 'batched_nms', 'nms_match', 'soft_nms']
 
 NMS_KEYS = ('type', 'iou_threshold', 'iou_thr', 'offset', 'score_threshold', 'max_num',
-            'class_agnostic', 'split_thr')
+            'class_agnostic', 'split_thr', 'sigma', 'min_score', 'method')
+SOFT_NMS_KEYS = ('iou_threshold', 'sigma', 'min_score', 'method', 'offset')
 
 
 def nms(boxes, scores, iou_threshold, offset=0, score_threshold=0, max_num=-1):
@@ -51,9 +52,18 @@ def _nms_args(nms_cfg):
         raise ValueError(f'unknown nms config keys {unknown} in {nms_cfg!r}; allowed: '
                          f'{", ".join(NMS_KEYS)}')
     nms_type = cfg.pop('type', 'nms')
-    if nms_type != 'nms':
-        raise NotImplementedError(f"nms type {nms_type!r} is not supported; use dict(type='nms', "
-                                  'iou_threshold=...)')
+    if nms_type not in ('nms', 'soft_nms'):
+        raise NotImplementedError(f"nms type {nms_type!r} is not supported; use dict(type='nms' "
+                                  "or 'soft_nms', iou_threshold=...)")
+    if nms_type == 'soft_nms':
+        bad = sorted(set(cfg) - set(SOFT_NMS_KEYS) - {'iou_thr', 'class_agnostic', 'split_thr'})
+        if bad:
+            raise ValueError(f'soft_nms takes no {bad} (allowed: {", ".join(SOFT_NMS_KEYS)}), '
+                             f'got {nms_cfg!r}')
+        cfg['_op'] = soft_nms
+    elif set(cfg) & {'sigma', 'min_score', 'method'}:
+        raise ValueError(f"sigma / min_score / method are soft_nms arguments; use "
+                         f"type='soft_nms', got {nms_cfg!r}")
     if 'iou_thr' in cfg:  # mmcv's deprecated name
         if 'iou_threshold' in cfg:
             raise ValueError(f'give iou_threshold or iou_thr, not both: {nms_cfg!r}')
@@ -90,17 +100,20 @@ def batched_nms(boxes, scores, idxs, nms_cfg, class_agnostic=False):
     else:
         offsets = idxs.to(boxes) * (boxes.max() + torch.tensor(1).to(boxes))
         boxes_for_nms = boxes + offsets[:, None]
+    op = cfg.pop('_op', nms)
     if boxes_for_nms.shape[0] < split_thr:
-        dets, keep = nms(boxes_for_nms, scores, **cfg)
+        dets, keep = op(boxes_for_nms, scores, **cfg)
         return torch.cat([boxes[keep], dets[:, -1:]], -1), keep
     max_num = cfg.pop('max_num', -1)
     kept = scores.new_zeros(scores.size(), dtype=torch.bool)
+    after = scores.clone()  # soft-NMS lowers the kept scores
     for group in torch.unique(idxs):
         mask = (idxs == group).nonzero(as_tuple=False).view(-1)
-        _, keep = nms(boxes_for_nms[mask], scores[mask], **cfg)
+        dets, keep = op(boxes_for_nms[mask], scores[mask], **cfg)
         kept[mask[keep]] = True
+        after[mask[keep]] = dets[:, -1].to(after.dtype)
     keep = kept.nonzero(as_tuple=False).view(-1)
-    kept_scores, order = scores[keep].sort(descending=True)
+    kept_scores, order = after[keep].sort(descending=True)
     keep = keep[order]
     if max_num > 0:
         keep, kept_scores = keep[:max_num], kept_scores[:max_num]
@@ -142,3 +155,56 @@ def nms_match(dets, iou_threshold):
     if is_tensor:
         return [dets.new_tensor(g, dtype=torch.long) for g in groups]
     return [np.array(g, dtype=int) for g in groups]
+
+
+def soft_nms(boxes, scores, iou_threshold=0.3, sigma=0.5, min_score=1e-3, method='linear',
+             offset=0):
+    """mmcv's ``soft_nms`` (Bodla et al. 2017), its CPU kernel's algorithm: repeatedly take the
+    best remaining box, lower the others' scores by their IoU with it (``'naive'``: to 0 at
+    IoU >= ``iou_threshold``; ``'linear'``: times ``1 - IoU`` there; ``'gaussian'``: times
+    ``exp(-IoU^2 / sigma)``) and drop those below ``min_score``. Returns ``(dets [k, 5]``
+    with the lowered scores, in selection order, ``keep [k])``. Runs in float32 on the CPU,
+    as mmcv."""
+    methods = {'naive': 0, 'linear': 1, 'gaussian': 2}
+    if method not in methods:
+        raise ValueError(f'soft_nms method must be one of {", ".join(methods)}, got {method!r}')
+    if boxes.dim() != 2 or boxes.size(1) != 4 or boxes.size(0) != scores.size(0):
+        raise ValueError(f'soft_nms takes boxes [n, 4] and scores [n], got '
+                         f'{tuple(boxes.shape)} and {tuple(scores.shape)}')
+    device = boxes.device
+    b = boxes.detach().float().cpu().clone()
+    sc = scores.detach().float().cpu().clone()
+    inds = torch.arange(b.size(0))
+    areas = (b[:, 2] - b[:, 0] + offset) * (b[:, 3] - b[:, 1] + offset)
+    n = b.size(0)
+    dets = b.new_zeros((n, 5))
+    i = 0
+    while i < n:
+        m = i + int(torch.argmax(sc[i:n]))  # the first of the best, as the kernel's strict <
+        for t in (b, sc, areas, inds):
+            t[[i, m]] = t[[m, i]]
+        dets[i, :4], dets[i, 4] = b[i], sc[i]
+        if i + 1 < n:
+            rest = b[i + 1:n]
+            w = (torch.min(b[i, 2], rest[:, 2]) - torch.max(b[i, 0], rest[:, 0]) + offset)
+            h = (torch.min(b[i, 3], rest[:, 3]) - torch.max(b[i, 1], rest[:, 1]) + offset)
+            inter = w.clamp(min=0) * h.clamp(min=0)
+            ovr = inter / (areas[i] + areas[i + 1:n] - inter)
+            if method == 'naive':
+                weight = torch.where(ovr >= iou_threshold, 0., 1.)
+            elif method == 'linear':
+                weight = torch.where(ovr >= iou_threshold, 1 - ovr, 1.)
+            else:
+                weight = torch.exp(-(ovr * ovr) / sigma)
+            sc[i + 1:n] *= weight
+            # the kernel drops a box below min_score by moving the last box into its place
+            pos = i + 1
+            while pos < n:
+                if sc[pos] < min_score:
+                    for t in (b, sc, areas, inds):
+                        t[pos] = t[n - 1].clone()
+                    n -= 1
+                    continue
+                pos += 1
+        i += 1
+    return dets[:n].to(device=device, dtype=boxes.dtype), inds[:n].to(device)

@@ -24,3 +24,6 @@ __all__ = ['DenseNet', 'HRModule', 'HRNet', 'SwinTransformer', 'convert_torchvis
            'CSPDarknet', 'Darknet', 'SSDVGG', 'PyramidVisionTransformer',
            'PyramidVisionTransformerV2', 'pvt_convert', 'ConvNeXt', 'ResNeSt', 'Res2Net',
            'DetectoRS_ResNet', 'DetectoRS_ResNeXt']
+from .hourglass import HourglassNet  # noqa: E402
+
+__all__ += ['HourglassNet']

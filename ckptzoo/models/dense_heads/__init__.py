@@ -101,7 +101,12 @@ __all__ += ['LADHead']
 from .yolox_head import YOLOXHead  # noqa: E402
 
 __all__ += ['YOLOXHead']
+from .corner_head import CornerHead  # noqa: E402
 
+__all__ += ['CornerHead']
+from .centripetal_head import CentripetalHead  # noqa: E402
+
+__all__ += ['CentripetalHead']
 from .ld_head import LDHead  # noqa: E402
 
 __all__ += ['LDHead']

@@ -88,7 +88,9 @@ __all__ += ['LAD']
 from .yolox import YOLOX  # noqa: E402
 
 __all__ += ['YOLOX']
+from .cornernet import CornerNet  # noqa: E402
 
+__all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']

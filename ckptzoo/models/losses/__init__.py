@@ -39,3 +39,6 @@ from .kd_loss import (KnowledgeDistillationKLDivLoss,  # noqa: E402
                       knowledge_distillation_kl_div_loss)
 
 __all__ += ['KnowledgeDistillationKLDivLoss', 'knowledge_distillation_kl_div_loss']
+from .ae_loss import AssociativeEmbeddingLoss  # noqa: E402
+
+__all__ += ['AssociativeEmbeddingLoss']

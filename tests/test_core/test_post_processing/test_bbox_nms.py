@@ -102,8 +102,8 @@ def test_batched_nms_without_config_sorts_and_empty():
 
 def test_iou_thr_alias_and_bad_configs():
     assert batched_nms(BOXES, SCORES, IDXS, dict(iou_thr=0.5))[1].tolist() == [0, 1, 2]
-    with pytest.raises(NotImplementedError, match='soft_nms'):
-        batched_nms(BOXES, SCORES, IDXS, dict(type='soft_nms', iou_threshold=0.5))
+    with pytest.raises(NotImplementedError, match='nms_rotated'):  # soft_nms is supported
+        batched_nms(BOXES, SCORES, IDXS, dict(type='nms_rotated', iou_threshold=0.5))
     with pytest.raises(ValueError, match='iou_treshold'):
         batched_nms(BOXES, SCORES, IDXS, dict(iou_treshold=0.5))
     with pytest.raises(NotImplementedError, match='offset'):
