@@ -64,20 +64,22 @@ def read_log(path, keys, epochs):
 
 
 def run(name):
-    """Train RUNS[name] in a fresh work dir; (numbers, seconds)."""
+    """Train RUNS[name] in a fresh work dir; (numbers, seconds, the 1-minute load average
+    when it ended)."""
     config, keys, epochs = RUNS[name]
     work_dir = tempfile.mkdtemp(prefix=f'ckptzoo_doc_numbers_{name}_')
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, 'tools/train.py', config, '--work-dir', work_dir],
                           cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
+    load = os.getloadavg()[0]
     if proc.returncode:
         raise RuntimeError(f'{name}: tools/train.py {config} exited {proc.returncode}:\n'
                            f'{proc.stderr[-3000:]}')
     logs = sorted(f for f in os.listdir(work_dir) if f.endswith('.log.json'))
     if not logs:
         raise RuntimeError(f'{name}: no JSON log in {work_dir}')
-    return read_log(osp.join(work_dir, logs[-1]), keys, epochs), seconds
+    return read_log(osp.join(work_dir, logs[-1]), keys, epochs), seconds, load
 
 
 def _cpu_name():
@@ -105,7 +107,7 @@ def main(argv=None):
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         results = dict(zip(names, pool.map(run, names)))
     drift = []
-    for name, (numbers, seconds) in results.items():
+    for name, (numbers, seconds, load) in results.items():
         print(f'{name} ({RUNS[name][0]}, {seconds:.0f} s): ' +
               ', '.join(f'{k} {v}' for k, v in numbers.items()))
         old = stored.get(name, {}).get('numbers')
@@ -113,7 +115,7 @@ def main(argv=None):
             drift.append(f'{name}: stored {old}, now {numbers}')
         if args.write:
             stored[name] = dict(config=RUNS[name][0], numbers=numbers, seconds=round(seconds),
-                                load_average=round(os.getloadavg()[0], 1),
+                                load_average=round(load, 1),
                                 date=datetime.date.today().isoformat(),
                                 machine=f'{_cpu_name()}, {os.cpu_count()} cores',
                                 jobs_at_once=args.jobs)
