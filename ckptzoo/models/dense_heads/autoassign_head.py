@@ -19,18 +19,11 @@ from ..losses.iou_loss import aligned_overlaps
 from ..utils import bias_init_with_prob, normal_init
 from .anchor_free_head import AnchorFreeHead
 from .fcos_head import FCOSHead
+from .paa_head import levels_to_images
 
-__all__ = ['AutoAssignHead', 'CenterPrior', 'levels_to_images']
+__all__ = ['AutoAssignHead', 'CenterPrior']
 
 EPS = 1e-12
-
-
-def levels_to_images(mlvl_tensor):
-    """Per-level ``[B, C, H, W]`` maps to per-image ``[sum(H * W), C]`` (mmdet's, of
-    paa_head)."""
-    batch, channels = mlvl_tensor[0].shape[:2]
-    per_level = [t.permute(0, 2, 3, 1).reshape(batch, -1, channels) for t in mlvl_tensor]
-    return [torch.cat([t[i] for t in per_level]) for i in range(batch)]
 
 
 class CenterPrior(nn.Module):

@@ -7,37 +7,21 @@ the configs) on the decoded predictions the assigner matched. State-dict keys eq
 
 Checkpoint units: ``level0``, the one level's whole forward."""
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 
 from ...core.anchor import anchor_inside_flags
-from ...core.utils import unmap
+from ...core.utils import reduce_mean, unmap
 from ...registry import MODELS
 from ...runner.fp16 import force_fp32
 from ...utils.cfg_get import cfg_get
 from ..utils import ConvModule, bias_init_with_prob, constant_init, normal_init
 from .anchor_head import AnchorHead
 from .level_units import LevelUnitsMixin
+from .paa_head import levels_to_images
 
-__all__ = ['YOLOFHead', 'levels_to_images']
+__all__ = ['YOLOFHead']
 
 INF = 1e8
-
-
-def levels_to_images(mlvl_tensor):
-    """``[per level: Tensor[N, C, H, W]]`` -> ``[per image: Tensor[sum H*W, C]]``."""
-    batch_size, channels = mlvl_tensor[0].shape[:2]
-    flat = [t.permute(0, 2, 3, 1).reshape(batch_size, -1, channels) for t in mlvl_tensor]
-    return [torch.cat([t[i] for t in flat], 0) for i in range(batch_size)]
-
-
-def _reduce_mean(tensor):
-    """The mean over the processes (the tensor itself when not distributed)."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return tensor
-    tensor = tensor.clone()
-    dist.all_reduce(tensor.div_(dist.get_world_size()), op=dist.ReduceOp.SUM)
-    return tensor
 
 
 @MODELS.register_module()
@@ -195,7 +179,7 @@ class YOLOFHead(LevelUnitsMixin, AnchorHead):
             gt_labels_list=gt_labels, label_channels=label_channels)
         cls_score = cls_scores[0].permute(0, 2, 3, 1).reshape(-1, self.cls_out_channels)
         num_total_samples = num_total_pos + num_total_neg if self.sampling else num_total_pos
-        num_total_samples = _reduce_mean(
+        num_total_samples = reduce_mean(
             cls_score.new_tensor(num_total_samples)).clamp_(1.0).item()
         loss_cls = self.loss_cls(cls_score, labels.reshape(-1), label_weights.reshape(-1),
                                  avg_factor=num_total_samples)

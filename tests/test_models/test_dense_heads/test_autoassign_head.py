@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ckptzoo.models.dense_heads import AutoAssignHead, CenterPrior
-from ckptzoo.models.dense_heads.autoassign_head import levels_to_images
+from ckptzoo.models.dense_heads.paa_head import levels_to_images
 from ckptzoo.registry import build_head
 
 
