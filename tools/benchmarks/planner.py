@@ -9,7 +9,8 @@ For each model (ResNet-50 classifier, batch 8, 224 px, generated images; RetinaN
 COCO data with polygon masks at 512x320, the RoI samplers at their largest counts as the
 planner probes them; ``cascade_mask_rcnn``: Cascade Mask R-CNN R50-FPN
 ``configs/coco/cascade_mask_rcnn_r50_fpn_1x_coco.py`` likewise, on request; ``fcos`` / ``atss``:
-mmdet's FCOS R50 (caffe, GN head) / ATSS R50 COCO configs likewise, on request): the plans a user sets by hand (plain, the backbone's ``with_cp``, every
+mmdet's FCOS R50 (caffe, GN head) / ATSS R50 COCO configs likewise, on request; ``yolox_s``:
+mmdet's YOLOX-S at 320x320, random sizes 256-384, measured at the largest, on request): the plans a user sets by hand (plain, the backbone's ``with_cp``, every
 unit ``'full'``) predicted and measured, then one probe, then ``--budgets`` budgets evenly spaced between the predicted peak with
 every unit ``'full'`` and the plain peak. At each budget the solver's plan is applied and its
 peak measured: the exact peak of live tensor storage of one step (``LiveTensorTracker``; CUDA:
@@ -78,7 +79,12 @@ def _bench(name, args, out, cfg, run, session):
     from ckptzoo.memory.measure.step import probe_batch, train_step, worst_case_shape
     from ckptzoo.memory.measure.timing import (interleaved_step_times, measured_peaks, median_ratio,
                                        paired_step_times)
-    batch = probe_batch(run, worst_case_shape(cfg))
+    shape = worst_case_shape(cfg)
+    model = run.runner.model
+    if hasattr(model, 'train_shapes'):  # YOLOX trains at the largest size it draws
+        sizes = [s for s, _ in model.train_shapes(shape)]
+        shape = (max(h for h, _ in sizes), max(w for _, w in sizes))
+    batch = probe_batch(run, shape)
     train_step(run, batch)  # warm-up: optimizer state exists as in every later step
     plain = {'plain': {'*': None}}
     steps = interleaved_step_times(run, batch, plain, rounds=2)['plain']
@@ -210,7 +216,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--models', nargs='+', default=['resnet50', 'retinanet', 'mask_rcnn'],
                         choices=['resnet50', 'retinanet', 'mask_rcnn', 'cascade_mask_rcnn',
-                                 'fcos', 'atss'])
+                                 *synthetic.PLANNER_COCO])
     parser.add_argument('--budgets', type=int, default=10)
     parser.add_argument('--rounds', type=int, default=3,
                         help='interleaved timed steps per plan (medians); 0: peaks only')
