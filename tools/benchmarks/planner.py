@@ -118,6 +118,7 @@ def _bench(name, args, out, cfg, run, session):
     if chen:
         plans['Chen sqrt(n)'] = _plan(table, chen)
     peaks = measured_peaks(run, batch, plans)
+    sols, replans = _validated(run, batch, table, budgets, sols, planned, plans, peaks)
     pairs = {}
     for sol, keys in zip(sols, per_budget):
         mine = planned[_key(_plan(table, sol.plan))]
@@ -131,11 +132,13 @@ def _bench(name, args, out, cfg, run, session):
     print(f'{name}: {len(planned)} planner plans, per-stage candidates {candidates}, '
           f'{len(pairs)} pairs', file=sys.stderr, flush=True)
     rows = []
-    for budget, sol, keys in zip(budgets, sols, per_budget):
+    for budget, sol, keys, again in zip(budgets, sols, per_budget, replans):
         modes = plan_modes(table, sol.plan)
         mine = planned[_key(_plan(table, sol.plan))]
         counts = {m: sum(1 for v in modes.values() if v == m) for m in set(modes.values())}
         counts = dict(counts, **{'segments': len(plan_segments(table, sol.plan))})
+        if again:
+            counts['re-planned'] = f'{again}×'
         fit_pred = [(predict_time(table, stages[k]), k) for k in stages
                     if predict_peak(table, stages[k]) <= budget]
         refs = []  # (planner / reference, reference, planner seconds, reference seconds)
@@ -201,12 +204,42 @@ def _bench(name, args, out, cfg, run, session):
     out.append('')
 
 
+def _validated(run, batch, table, budgets, sols, planned, plans, peaks, max_replans=2):
+    """The planner's validation (``plan_checkpoints``), per budget: while the solver's plan
+    measures over the budget, solve again for the budget less a margin raised by the observed
+    error, at most ``max_replans`` times. ``(sols, replans)``; new plans join ``planned``,
+    ``plans`` and ``peaks``."""
+    from ckptzoo.memory import InfeasibleBudget, choose_plan
+    from ckptzoo.memory.measure.timing import measured_peaks
+    out, counts = [], []
+    for budget, sol in zip(budgets, sols):
+        name = planned[_key(_plan(table, sol.plan))]
+        margin, again = 0.0, 0
+        while peaks[name] > budget and again < max_replans:
+            margin += max((peaks[name] - sol.peak) / max(sol.peak, 1), 1e-3)
+            try:
+                sol = choose_plan(table, int(budget * (1 - margin)))
+            except InfeasibleBudget:
+                break
+            again += 1
+            name = planned.setdefault(_key(_plan(table, sol.plan)), f'plan {len(planned)}')
+            if name not in peaks:
+                plans[name] = _plan(table, sol.plan)
+                peaks.update(measured_peaks(run, batch, {name: plans[name]}))
+        out.append(sol)
+        counts.append(again)
+    return out, counts
+
+
 def _named_plans(table):
-    """Plain, what ``with_cp=True`` in the backbone gives (its residual stages' units), and
-    every unit ``'full'``."""
+    """Plain, what ``with_cp=True`` in the backbone gives (its residual stages' units;
+    CSPDarknet's: all its units), and every unit ``'full'``."""
     from ckptzoo.memory import plan_from_modes, uniform_plan
+    csp = any(n.startswith('backbone.stage') and n[len('backbone.stage'):][:1].isdigit()
+              for n in table.names)  # CSPDarknet: with_cp is its stem and every stage module
     backbone = {n: 'full' for n in table.names
-                if n.startswith(('backbone.layer', 'backbone.stages.', 'backbone.features.'))}
+                if n.startswith(('backbone.layer', 'backbone.stages.', 'backbone.features.'))
+                or csp and n.startswith(('backbone.stem', 'backbone.stage'))}
     return {'plain': uniform_plan(table, None),
             'backbone with_cp=True': plan_from_modes(table, backbone),
             "every unit 'full'": uniform_plan(table, 'full')}
