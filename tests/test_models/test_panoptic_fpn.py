@@ -206,3 +206,43 @@ def test_show_result_draws_the_segments():
     model.CLASSES = ('a', 'b', 'c', 's1', 's2')
     drawn = model.show_result(np.zeros((64, 64, 3), np.uint8), result)
     assert drawn.shape == (64, 64, 3) and drawn.any()
+
+
+def test_fp16_train_step_runs_the_semantic_head_in_half_and_its_loss_in_float():
+    """The fp16 configs (panoptic_fpn_r2_50_fpn_fp16_1x_coco): the semantic head's convs under
+    autocast, its loss in float32 (mmdet's force_fp32)."""
+    from ckptzoo.runner.fp16 import wrap_fp16_model
+    model = wrap_fp16_model(_model())
+    assert model.semantic_head.fp16_enabled
+    dtypes = []
+    model.semantic_head.conv_logits.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
+    log_vars, grads, _ = _step(model, panoptic_batch(BitmapMasks))
+    assert dtypes == [torch.float16]
+    assert np.isfinite(log_vars['loss_seg']) and log_vars['loss_seg'] > 0
+    assert all(torch.isfinite(g).all() for g in grads.values())
+
+
+def test_a_few_steps_fit_the_batch():
+    """Adam on one batch: the total and the semantic losses fall; the test map of a training
+    image then has instances of the labelled classes and the lower stuff band."""
+    from tests.helpers.panoptic import LABELS, gt_semantic_seg
+    model = _model()
+    batch = panoptic_batch(BitmapMasks)
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    logs = []
+    for _ in range(30):
+        out = model.train_step(copy.deepcopy(batch), opt)
+        opt.zero_grad()
+        out['loss'].backward()
+        opt.step()
+        logs.append(out['log_vars'])
+    assert logs[-1]['loss'] < 0.4 * logs[0]['loss']
+    assert logs[-1]['loss_seg'] < 0.6 * logs[0]['loss_seg']
+    model.eval()
+    with torch.no_grad():
+        pan = model.simple_test(batch['img'][:1], [img_meta()], rescale=True)[0]['pan_results']
+    things = pan >= INSTANCE_OFFSET
+    assert set(np.unique(pan[things] % INSTANCE_OFFSET)) <= set(LABELS[0]) and things.any()
+    lower_stuff = (gt_semantic_seg()[0, 0] == NUM_THINGS + 1).numpy() & ~things
+    assert (pan[lower_stuff] == NUM_THINGS + 1).mean() > 0.9
