@@ -246,3 +246,15 @@ def test_a_few_steps_fit_the_batch():
     assert set(np.unique(pan[things] % INSTANCE_OFFSET)) <= set(LABELS[0]) and things.any()
     lower_stuff = (gt_semantic_seg()[0, 0] == NUM_THINGS + 1).numpy() & ~things
     assert (pan[lower_stuff] == NUM_THINGS + 1).mean() > 0.9
+
+
+def test_given_proposals_some_empty():
+    """An image without proposals gets a stuff-only map, its neighbour its instances."""
+    model = _model().eval()
+    img, metas = _test_inputs()
+    with torch.no_grad():
+        results = model.forward_test(img, copy.deepcopy(metas), rescale=True,
+                                     proposals=[torch.zeros(0, 4),
+                                                torch.tensor([[4., 4., 30., 30.]])])
+    assert [r['pan_results'].shape for r in results] == [(64, 64), (45, 48)]
+    assert (results[0]['pan_results'] < INSTANCE_OFFSET).all()

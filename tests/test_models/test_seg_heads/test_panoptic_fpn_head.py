@@ -201,3 +201,15 @@ def test_base_head_is_abstract():
     with pytest.raises(NotImplementedError):
         BaseSemanticHead(3)([torch.zeros(1)])
     assert issubclass(PanopticFPNHead, BaseSemanticHead)
+
+
+def test_reentrant_full_checkpoint_is_exact():
+    plain, reentrant = _head(), _head(with_cp=True, cp_use_reentrant=True)
+    reentrant.load_state_dict(plain.state_dict())
+    grads = []
+    for head in (plain, reentrant):
+        x = [f.requires_grad_() for f in _feats()]
+        head(x)['seg_preds'].square().sum().backward()
+        grads.append([p.grad for p in head.parameters()] + [f.grad for f in x[:4]])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-7)
