@@ -40,10 +40,9 @@ class HeuristicFusionHead(BasePanopticFusionHead):
             return id_map, labels
         order = torch.argsort(-bboxes[:, -1])
         labels = labels[order]
-        masks = masks[order]
         left_labels = []
-        for idx in range(masks.shape[0]):
-            mask = masks[idx]
+        for idx, k in enumerate(order.tolist()):  # no reordered copy of the masks
+            mask = masks[k]
             area = mask.sum()
             if area == 0:
                 continue
