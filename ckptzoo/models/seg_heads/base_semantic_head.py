@@ -6,8 +6,9 @@ shapes: ``N x C x H x W`` floats (plus as much again at the original size with `
 and every image gets image 0's crop and size. Here each image is upsampled to its own shapes,
 and :meth:`simple_test_labels` (what the panoptic detectors use) computes the per-pixel
 arg-max a group of channels at a time: at most ``upsample_mem_limit`` bytes of upsampled
-logits are alive at once (1 GiB by default; at least one channel), plus the label map's
-running max and index (12 bytes a pixel). The labels equal the arg-max of the full logits.
+logits are alive at once (1 GiB by default; at least one channel), plus the running max and
+arg-max and a chunk's (25 bytes a pixel of the output). The labels equal the arg-max of the
+full logits.
 """
 import math
 
@@ -119,10 +120,10 @@ class BaseSemanticHead(CheckpointOwnerMixin, nn.Module):
                 value, index = logits.max(dim=0)
                 if best is None:
                     best, labels = value, index
-                else:
+                else:  # in place: no second copy of the label map
                     better = value > best
-                    best = torch.where(better, value, best)
-                    labels = torch.where(better, index + start, labels)
+                    torch.where(better, value, best, out=best)
+                    torch.where(better, index.add_(start), labels, out=labels)
                 del logits, value, index
             results.append(labels)
         return results

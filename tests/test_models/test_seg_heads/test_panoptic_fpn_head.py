@@ -213,3 +213,29 @@ def test_reentrant_full_checkpoint_is_exact():
         grads.append([p.grad for p in head.parameters()] + [f.grad for f in x[:4]])
     for a, b in zip(*grads):
         torch.testing.assert_close(b, a, rtol=0, atol=1e-7)
+
+
+def test_the_labels_hold_at_most_the_limit_of_upsampled_logits():
+    """Live tensor bytes (exact on CPU) of ``simple_test_labels`` beyond its forward: at most
+    ``upsample_mem_limit`` of upsampled logits plus the label map's running max, index and
+    a chunk's (25 bytes a pixel); the whole upsampled logits (mmdet's way) are
+    several times more."""
+    from ckptzoo.memory.measure.trackers import LiveTensorTracker
+    head = _head(num_stuff_classes=53, in_channels=8).eval()
+    x = _feats(n=1, size=64)
+    meta = dict(pad_shape=(64, 64, 3), img_shape=(64, 64, 3), ori_shape=(192, 160, 3),
+                batch_input_shape=(64, 64))
+    pixels = 64 * 64 + 192 * 160
+    head.upsample_mem_limit = limit = 6 * pixels * 4   # six channels at a time
+
+    def peak(fn):
+        with torch.no_grad(), LiveTensorTracker() as tracker:
+            tracker.track(head, x)
+            fn()
+        return tracker.peak_bytes - tracker.baseline_bytes
+
+    forward = peak(lambda: head(x))
+    labels = peak(lambda: head.simple_test_labels(x, [meta], rescale=True))
+    full = peak(lambda: head.simple_test(x, [meta], rescale=True))
+    assert labels - forward <= limit + 25 * 192 * 160
+    assert full - forward >= 54 * 192 * 160 * 4 > 2 * (labels - forward)
