@@ -193,6 +193,11 @@ def test_errors_name_what_is_missing():
     with pytest.raises(ValueError, match='stuff_area_limit'), torch.no_grad():
         model.simple_test(img, metas)
     cfg = panoptic_fpn_cfg()
+    for key in ('mask_roi_extractor', 'mask_head'):
+        cfg['roi_head'].pop(key)
+    with pytest.raises(ValueError, match='mask_head'), torch.no_grad():
+        build_detector(cfg).eval().simple_test(img, metas)
+    cfg = panoptic_fpn_cfg()
     cfg['test_cfg']['bogus'] = 1
     with pytest.raises(Exception, match='bogus'):
         build_detector(cfg)

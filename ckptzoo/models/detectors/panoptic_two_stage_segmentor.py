@@ -183,10 +183,10 @@ class TwoStagePanopticSegmentor(BasePanopticSegmentor, TwoStageDetector):
     def simple_test(self, img, img_metas, proposals=None, rescale=False):
         """Per image ``dict(pan_results=(H, W) int32 ndarray)`` at the original size
         (``rescale``) or the padded input size, as mmdet 2.28.2."""
-        if not (self.with_roi_head and self.with_semantic_head and
+        if not (self.with_bbox and self.with_mask and self.with_semantic_head and
                 self.with_panoptic_fusion_head):
-            raise ValueError(f'{type(self).__name__} needs a roi_head, a semantic_head and a '
-                             f'panoptic_fusion_head to test')
+            raise ValueError(f'{type(self).__name__} needs a roi_head with a bbox_head and a '
+                             f'mask_head, a semantic_head and a panoptic_fusion_head to test')
         x = self.extract_feat(img)
         if proposals is None:
             if not self.with_rpn:
