@@ -156,6 +156,7 @@ def _bench(name, args, out, cfg, run, session):
     named = _named_plans(table)
     named_peaks = measured_peaks(run, batch, {k: _plan(table, v) for k, v in named.items()})
     kept_plain = sum(u.kept[None] for u in table.units)
+    evaluation = _eval_peak(run, batch)
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
     out += [f'### {name}', '',
             f'device: {device}; plain step (median of 2 before and 2 after the probe) {step * 1e3:.0f} ms; probe '
@@ -169,6 +170,9 @@ def _bench(name, args, out, cfg, run, session):
                 f'; Chen sqrt(n) ({len(plan_segments(table, chen))} segments): predicted '
                 f'{predict_peak(table, chen) / MIB:.1f} MiB, measured '
                 f'{peaks["Chen sqrt(n)"] / MIB:.1f} MiB' if chen else '') + '; '
+            + (f'evaluation of the batch (simple_test, rescale=True, no gradients): peak '
+               f'{evaluation / MIB:.1f} MiB, against the plain training step\'s '
+               f'{named_peaks["plain"] / MIB:.1f} MiB; ' if evaluation is not None else '') +
             f'{len(pairs)} pairs (planner '
             f'plan, per-stage flags {", ".join(k[7:] for k in candidates)}) timed step by '
             f'step, {args.rounds} rounds', '',
@@ -202,6 +206,28 @@ def _bench(name, args, out, cfg, run, session):
                    f'{plan} | {sol.time * 1e3:.0f} | {sec_cell} | {pred_cell} | {meas_cell} | '
                    f'{ratio} |')
     out.append('')
+
+
+def _eval_peak(run, batch):
+    """The peak of one evaluation forward of ``batch``'s images (``simple_test`` with
+    ``rescale=True``: results at the original image size, as ``tools/test.py`` makes them),
+    no gradients, the weights counted; None on CUDA (the CPU tracker) or for a model without
+    a test mode."""
+    import torch
+    from ckptzoo.memory.measure.trackers import peak_live_bytes
+    model = run.runner.model
+    if torch.cuda.is_available() or 'img_metas' not in batch:
+        return None
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            peak, _ = peak_live_bytes(model, existing=model, img=[batch['img']],
+                                      img_metas=[batch['img_metas']], return_loss=False,
+                                      rescale=True)
+    finally:
+        model.train(was)
+    return peak
 
 
 def _validated(run, batch, table, budgets, sols, planned, plans, peaks, max_replans=2):
