@@ -128,7 +128,7 @@ def _image(rng, i, h_range, w_range, classes, obj_size, max_objects, crowd_ratio
 
 
 def _split(rng, tmp, split, n, first_img_id, first_ann_id, classes, h_range, w_range,
-           obj_size, max_objects, crowd_ratio, void_ratio):
+           obj_size, max_objects, crowd_ratio, void_ratio, cat_ids):
     png_dir = osp.join('annotations', f'panoptic_{split}')
     os.makedirs(osp.join(tmp, split))
     os.makedirs(osp.join(tmp, png_dir))
@@ -150,7 +150,7 @@ def _split(rng, tmp, split, n, first_img_id, first_ann_id, classes, h_range, w_r
                                                       segments):
             id_map[mask > 0] = seg_id
             box = _mask_box(mask)
-            cat_id = THING_CAT_IDS[cls] if thing else STUFF_CAT_IDS[cls]
+            cat_id = cat_ids[cls] if thing else cat_ids[len(classes) + cls]
             infos.append(dict(id=seg_id, category_id=cat_id, iscrowd=crowd, bbox=box,
                               area=int(np.count_nonzero(mask))))
             if thing:
@@ -171,16 +171,32 @@ def _split(rng, tmp, split, n, first_img_id, first_ann_id, classes, h_range, w_r
 
 def generate_coco_panoptic(root, num_train=32, num_val=8, img_size=((96, 128), (96, 128)),
                            classes=SYNTHETIC_CLASSES, seed=0, obj_size=(16, 40),
-                           max_objects=3, crowd_ratio=0.2, void_ratio=0.3):
+                           max_objects=3, crowd_ratio=0.2, void_ratio=0.3, names=None,
+                           cat_ids=None):
     """Write the dataset into ``root`` unless it is already complete with the same arguments;
     return ``root``. ``classes`` are the thing shapes (three at most: their ids are
     1, 3, 5); the stuff classes are always ``sky``, ``sand``, ``wall`` (ids 92, 95, 100).
-    ``void_ratio`` is the share of images with an unlabeled (VOID) rectangle."""
+    ``void_ratio`` is the share of images with an unlabeled (VOID) rectangle. ``names`` (the
+    things' then the stuff's, e.g. COCO's, so a config with COCO's 133 classes reads the
+    data) and ``cat_ids`` are the categories written instead of the shape names and ids."""
     classes = tuple(classes)
     if not classes or len(classes) > len(THING_CAT_IDS) or \
             any(c not in SHAPE_COLORS for c in classes) or len(set(classes)) != len(classes):
         raise ValueError(f'classes must be 1 to {len(THING_CAT_IDS)} distinct shape names from '
                          f'{sorted(SHAPE_COLORS)}, got {classes!r}')
+    default_names = classes + SYNTHETIC_STUFF_CLASSES
+    names = default_names if names is None else tuple(names)
+    if len(names) != len(default_names) or len(set(names)) != len(names) or \
+            not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f'names must be {len(default_names)} distinct non-empty strings (the '
+                         f'{len(classes)} things, then the 3 stuff classes), got {names!r}')
+    default_ids = THING_CAT_IDS[:len(classes)] + STUFF_CAT_IDS
+    cat_ids = default_ids if cat_ids is None else tuple(cat_ids)
+    if len(cat_ids) != len(default_ids) or len(set(cat_ids)) != len(cat_ids) or \
+            not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
+                    for c in cat_ids):
+        raise ValueError(f'cat_ids must be {len(default_ids)} distinct positive ints, got '
+                         f'{cat_ids!r}')
     for name, n in (('num_train', num_train), ('num_val', num_val)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f'{name} must be a non-negative int, got {n!r}')
@@ -197,22 +213,23 @@ def generate_coco_panoptic(root, num_train=32, num_val=8, img_size=((96, 128), (
     params = dict(num_train=num_train, num_val=num_val, img_size=[list(h_range), list(w_range)],
                   classes=list(classes), seed=seed, obj_size=list(obj_size),
                   max_objects=max_objects, crowd_ratio=crowd_ratio, void_ratio=void_ratio,
-                  version=1)
+                  names=list(names), cat_ids=list(cat_ids), version=1)
     root = osp.abspath(root)
 
     def write(tmp):
         os.makedirs(osp.join(tmp, 'annotations'))
         rng = np.random.default_rng(seed)
+        k = len(classes)
         things = [dict(id=c, name=n, supercategory='shape', isthing=1)
-                  for c, n in zip(THING_CAT_IDS, classes)]
+                  for c, n in zip(cat_ids[:k], names[:k])]
         stuff = [dict(id=c, name=n, supercategory='background', isthing=0)
-                 for c, n in zip(STUFF_CAT_IDS, SYNTHETIC_STUFF_CLASSES)]
+                 for c, n in zip(cat_ids[k:], names[k:])]
         ann_id = 1
         for split, n, first_img_id in (('train2017', num_train, 1000),
                                        ('val2017', num_val, 500000)):
             images, pan_anns, ins_anns, ann_id = _split(
                 rng, tmp, split, n, first_img_id, ann_id, classes, h_range, w_range, obj_size,
-                max_objects, crowd_ratio, void_ratio)
+                max_objects, crowd_ratio, void_ratio, cat_ids)
             info = dict(description='ckptzoo synthetic panoptic shapes', version='1')
             with open(osp.join(tmp, 'annotations', f'panoptic_{split}.json'), 'w',
                       encoding='utf-8') as f:
