@@ -51,4 +51,5 @@ data = dict(
                pipeline=train_pipeline),
     val=val_data,
     test=val_data)
-evaluation = dict(interval=4, metric=['PQ'], save_best='auto')
+# PQ is not among the keys the hook infers a rule from (nor in mmcv): the rule is given
+evaluation = dict(interval=4, metric=['PQ'], save_best='PQ', rule='greater')
