@@ -22,6 +22,8 @@ from collections import defaultdict
 import cv2
 import numpy as np
 
+from .panoptic_utils import INSTANCE_OFFSET  # noqa: F401 - mmdet's panoptic result ids
+
 __all__ = ['VOID', 'OFFSET', 'INSTANCE_OFFSET', 'rgb2id', 'id2rgb', 'PQStatCat', 'PQStat',
            'pq_compute_single_image', 'pq_compute', 'parse_pq_results']
 
@@ -29,9 +31,6 @@ __all__ = ['VOID', 'OFFSET', 'INSTANCE_OFFSET', 'rgb2id', 'id2rgb', 'PQStatCat',
 VOID = 0
 #: ``gt_id * OFFSET + pred_id`` pairs two 24-bit segment ids in one integer
 OFFSET = 256 * 256 * 256
-#: mmdet 2.x's panoptic result ids: ``label + instance_id * INSTANCE_OFFSET`` (the label
-#: ``num_classes`` is VOID)
-INSTANCE_OFFSET = 1000
 
 
 def rgb2id(color):
