@@ -11,7 +11,9 @@ Fixes over mmdet 2.28.2, names kept:
 - labels follow ``CLASSES`` by name (mmdet followed the json's category order and could not
   take ``classes``); a json category in neither ``THING_CLASSES`` nor ``STUFF_CLASSES``, or on
   the wrong side of the split (its ``isthing``), is an error naming it. With ``classes`` given,
-  the split is read from the json's ``isthing`` (the things must come first);
+  the split is read from the json's ``isthing`` (the things must come first), so the instance
+  evaluation (``bbox`` / ``segm``) finds its categories (mmdet kept COCO's 80 thing names and
+  evaluated nothing: -1);
 - ``CLASSES`` is ``THING_CLASSES + STUFF_CLASSES`` (mmdet's list has ``' truck'``);
 - a PNG is paired with its image by ``image_id`` (mmdet zipped the json's ``images`` with its
   ``annotations``, assuming one order) and its name is the annotation's ``file_name`` (mmdet
