@@ -94,3 +94,7 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+from .sparse_rcnn import SparseRCNN  # noqa: E402
+from .queryinst import QueryInst  # noqa: E402
+
+__all__ += ['SparseRCNN', 'QueryInst']
