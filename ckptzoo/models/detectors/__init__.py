@@ -94,3 +94,6 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+from .single_stage_instance_seg import SingleStageInstanceSegmentor  # noqa: E402
+
+__all__ += ['SingleStageInstanceSegmentor']
