@@ -94,6 +94,9 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+from .single_stage_instance_seg import SingleStageInstanceSegmentor  # noqa: E402
+
+__all__ += ['SingleStageInstanceSegmentor']
 from .sparse_rcnn import SparseRCNN  # noqa: E402
 from .queryinst import QueryInst  # noqa: E402
 
