@@ -91,6 +91,10 @@ class DIIHead(BBoxHead):
         if c % a['num_heads']:
             raise ValueError(f'DIIHead in_channels ({c}) must be divisible by num_heads '
                              f'({a["num_heads"]})')
+        # fc_cls / fc_reg first: mmdet's BBoxHead made them first (its state-dict order)
+        self.fc_cls = nn.Linear(c, self.num_classes if self.use_sigmoid
+                                else self.num_classes + 1)
+        self.fc_reg = nn.Linear(c, 4)
         self.attention = MultiheadAttention(c, a['num_heads'], a['dropout'])
         self.attention_norm = nn.LayerNorm(c)
         self.instance_interactive_conv = MODELS.build(a['dynamic_conv_cfg'])
@@ -103,13 +107,10 @@ class DIIHead(BBoxHead):
         for _ in range(a['num_cls_fcs']):
             self.cls_fcs.extend([nn.Linear(c, c, bias=False), nn.LayerNorm(c),
                                  nn.ReLU(inplace=True)])
-        self.fc_cls = nn.Linear(c, self.num_classes if self.use_sigmoid
-                                else self.num_classes + 1)
         self.reg_fcs = nn.ModuleList()
         for _ in range(a['num_reg_fcs']):
             self.reg_fcs.extend([nn.Linear(c, c, bias=False), nn.LayerNorm(c),
                                  nn.ReLU(inplace=True)])
-        self.fc_reg = nn.Linear(c, 4)
         self._init_dii_weights()
 
     def _default_init_cfg(self):
