@@ -144,3 +144,22 @@ def test_forward_dummy_and_refusals():
     cfg.pop('rpn_head')
     with pytest.raises(ValueError, match='rpn_head'):
         build_detector(cfg)
+
+
+def test_the_planners_probe_measures_the_roi_units(tmp_path):
+    """The memory probe steps a Sparse R-CNN training run (generated VOC data) and prices each
+    stage's unit: a 'full' checkpoint keeps less than the plain step."""
+    import logging
+
+    from ckptzoo.apis import build_training, set_random_seed
+    from ckptzoo.memory.measure.probe import probe, probe_batch, worst_case_shape
+    from tests.helpers.configs import SYNTHETIC_CLASSES, tiny_voc_retinanet
+    cfg = tiny_voc_retinanet(tmp_path)
+    cfg.model = sparse_cfg(num_classes=len(SYNTHETIC_CLASSES))
+    cfg.optimizer = dict(type='AdamW', lr=1e-4, weight_decay=1e-4)
+    set_random_seed(0)
+    run = build_training(cfg, logger=logging.getLogger('test_sparse_rcnn'))
+    table = probe(run, probe_batch(run, worst_case_shape(cfg)), modes=(None, 'full'))
+    units = {u.name: u for u in table.units}
+    for name in ('roi_head.bbox.0', 'roi_head.bbox.1'):
+        assert units[name].kept['full'] < units[name].kept[None], name
