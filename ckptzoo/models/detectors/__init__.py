@@ -102,3 +102,10 @@ __all__ += ['TwoStagePanopticSegmentor']
 from .panoptic_fpn import PanopticFPN  # noqa: E402
 
 __all__ += ['PanopticFPN']
+from .single_stage_instance_seg import SingleStageInstanceSegmentor  # noqa: E402
+
+__all__ += ['SingleStageInstanceSegmentor']
+from .sparse_rcnn import SparseRCNN  # noqa: E402
+from .queryinst import QueryInst  # noqa: E402
+
+__all__ += ['SparseRCNN', 'QueryInst']

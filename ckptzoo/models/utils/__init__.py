@@ -36,3 +36,13 @@ from .hsigmoid import HSigmoid  # noqa: F401
 from .se_layer import DyReLU  # noqa: F401
 from .misc import interpolate_as  # noqa: F401
 from .conv_upsample import ConvUpsample  # noqa: F401
+
+from .transformer_layers import (FFN, BaseTransformerLayer, MultiheadAttention,  # noqa: F401
+                                 MultiScaleDeformableAttention, TransformerLayerSequence,
+                                 build_attention, build_dropout, build_feedforward_network,
+                                 build_transformer_layer, build_transformer_layer_sequence)
+from .positional_encoding import LearnedPositionalEncoding, SinePositionalEncoding  # noqa: F401
+from .transformer import (DeformableDetrTransformer,  # noqa: F401
+                          DeformableDetrTransformerDecoder, DetrTransformerDecoder,
+                          DetrTransformerDecoderLayer, DetrTransformerEncoder, DynamicConv,
+                          Transformer, inverse_sigmoid)

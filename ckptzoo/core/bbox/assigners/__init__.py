@@ -38,3 +38,7 @@ __all__ += ['TaskAlignedAssigner']
 from .sim_ota_assigner import SimOTAAssigner  # noqa: E402
 
 __all__ += ['SimOTAAssigner']
+
+from .hungarian_assigner import HungarianAssigner  # noqa: E402
+
+__all__ += ['HungarianAssigner']
