@@ -113,3 +113,6 @@ __all__ += ['LDHead']
 from .ascend_retina_head import AscendAnchorHead, AscendRetinaHead  # noqa: E402
 
 __all__ += ['AscendAnchorHead', 'AscendRetinaHead']
+from .yolact_head import YOLACTHead, YOLACTProtonet, YOLACTSegmHead  # noqa: E402
+
+__all__ += ['YOLACTHead', 'YOLACTProtonet', 'YOLACTSegmHead']

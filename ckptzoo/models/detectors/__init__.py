@@ -94,3 +94,6 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+from .yolact import YOLACT  # noqa: E402
+
+__all__ += ['YOLACT']
