@@ -89,7 +89,7 @@ def fast_nms(multi_bboxes, multi_scores, multi_coeffs, score_thr, iou_thr, top_k
     scores = scores[:, :top_k]
     num_classes, num_dets = idx.shape
     boxes = multi_bboxes[idx.view(-1)].view(num_classes, num_dets, 4)
-    coeffs = multi_coeffs[idx.view(-1)].view(num_classes, num_dets, -1)
+    coeffs = multi_coeffs[idx.view(-1)].view(num_classes, num_dets, multi_coeffs.size(-1))
     iou = _batched_iou(boxes, boxes).triu_(diagonal=1)
     # no prior at all: nothing to keep (mmdet fails taking the max over an empty dimension)
     iou_max = iou.max(dim=1).values if num_dets else scores
