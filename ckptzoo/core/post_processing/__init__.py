@@ -5,4 +5,4 @@ from .merge_augs import aug_flip, merge_aug_bboxes, merge_aug_masks, merge_aug_s
 __all__ = ['multiclass_nms', 'aug_flip', 'merge_aug_bboxes', 'merge_aug_masks',
            'merge_aug_scores']
 from .bbox_nms import fast_nms  # noqa: E402
-__all__.append('fast_nms')
+__all__ += ['fast_nms']
