@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ckptzoo.core.mask import BitmapMasks, PolygonMasks
+from ckptzoo.core.mask import BitmapMasks, PolygonMasks, encode_mask_results
 from ckptzoo.registry import build_detector
 from tests.helpers.checkpointing import one_thread, randomise_bn
 from tests.helpers.detectors import img_meta
@@ -117,6 +117,9 @@ def test_simple_test_format():
             assert boxes.dtype == np.float32 and boxes.shape[1:] == (5, )
             assert len(masks) == len(boxes)
             assert all(m.shape == (h, w) and m.dtype == np.uint8 for m in masks)
+        # the COCO segm evaluation's input: RLE per mask, per class
+        encoded = encode_mask_results(segm_results)
+        assert [len(e) for e in encoded] == [len(m) for m in segm_results]
     with pytest.raises(NotImplementedError, match='test-time augmentation'):
         model.aug_test([], [])
 
@@ -158,3 +161,19 @@ def test_with_cp_on_heads():
     plan = build_detector(cfg).checkpoint_plan()
     assert {plan[f'bbox_head.level{i}'] for i in range(5)} == {'full'}
     assert plan['mask_head.protonet'] == 'full'
+
+
+def test_fp16_train_step_and_test_are_finite():
+    from ckptzoo.runner.fp16 import wrap_fp16_model
+    model = wrap_fp16_model(_model())
+    assert model.bbox_head.fp16_enabled and model.mask_head.fp16_enabled
+    out = model.train_step(_batch())
+    assert out['loss'].dtype == torch.float32
+    assert all(np.isfinite(v) for v in out['log_vars'].values())
+    out['loss'].backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    model.eval()
+    with torch.no_grad():
+        (bbox_results, segm_results), = model(torch.randn(1, 3, 64, 64), [img_meta()],
+                                              return_loss=False)
+    assert [len(b) for b in bbox_results] == [len(s) for s in segm_results]
