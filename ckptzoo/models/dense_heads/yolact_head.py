@@ -254,9 +254,11 @@ class YOLACTHead(LevelUnitsMixin, AnchorHead):
         if img_metas is None or len(img_metas) != cls_scores[0].size(0):
             raise ValueError('get_bboxes needs one img_meta per image')
         cfg = self.test_cfg if cfg is None else cfg
-        if not cfg:
-            raise ValueError('YOLACTHead needs test_cfg (nms_pre, score_thr, iou_thr, top_k, '
-                             'max_per_img) to predict boxes')
+        missing = [k for k in ('score_thr', 'iou_thr', 'top_k') if cfg_get(cfg, k) is None] \
+            if cfg else ['test_cfg']
+        if missing:
+            raise ValueError(f'YOLACTHead needs test_cfg score_thr, iou_thr and top_k (fast NMS) '
+                             f'to predict boxes; missing {missing} in {cfg!r}')
         priors = self.prior_generator.grid_priors([s.shape[-2:] for s in cls_scores],
                                                   dtype=cls_scores[0].dtype,
                                                   device=cls_scores[0].device)

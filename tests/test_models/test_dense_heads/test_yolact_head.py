@@ -138,6 +138,9 @@ def test_get_bboxes_keeps_coefficients_with_their_boxes():
     assert labels.tolist() == [1]
     with pytest.raises(NotImplementedError, match='test-time augmentation'):
         head.aug_test([], [])
+    with pytest.raises(ValueError, match=r"missing \['iou_thr'\]"):
+        head.get_bboxes([cls_score], [torch.zeros(1, 4, 2, 2)], [coeff], [_meta()],
+                        cfg=dict(score_thr=0.05, top_k=200))
 
 
 @pytest.mark.parametrize('mode', ['full', 'selective', 'offload'])
