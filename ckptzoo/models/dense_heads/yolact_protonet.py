@@ -43,9 +43,9 @@ class YOLACTProtonet(CheckpointOwnerMixin, nn.Module):
 
     Fixes over mmdet 2.28.2: ``(c, -k)`` is a deconv of kernel and stride ``k`` (an upsampling
     by ``k`` like ``(None, -k)``; mmdet built it with padding ``-k // 2`` < 0, which torch
-    refuses at the first forward); the test-time boxes are not divided in place (mmdet
-    normalised the returned ``det_bboxes`` themselves when ``rescale=False``, and on CPU also
-    the bbox results sharing their memory); a reversed box is cropped between its two
+    refuses at the first forward); the test-time boxes are not divided in place (mmdet's
+    ``simple_test`` normalised the caller's ``det_bboxes`` to [0, 1] when ``rescale=False``;
+    its detector's bbox results, copied before, escaped); a reversed box is cropped between its two
     coordinates (mmdet's ``sanitize_coordinates`` made it empty).
     """
 
