@@ -116,3 +116,6 @@ __all__ += ['AscendAnchorHead', 'AscendRetinaHead']
 from .embedding_rpn_head import EmbeddingRPNHead  # noqa: E402
 
 __all__ += ['EmbeddingRPNHead']
+from .yolact_head import YOLACTHead, YOLACTProtonet, YOLACTSegmHead  # noqa: E402
+
+__all__ += ['YOLACTHead', 'YOLACTProtonet', 'YOLACTSegmHead']

@@ -109,3 +109,6 @@ from .sparse_rcnn import SparseRCNN  # noqa: E402
 from .queryinst import QueryInst  # noqa: E402
 
 __all__ += ['SparseRCNN', 'QueryInst']
+from .yolact import YOLACT  # noqa: E402
+
+__all__ += ['YOLACT']
