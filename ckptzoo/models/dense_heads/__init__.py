@@ -113,3 +113,14 @@ __all__ += ['LDHead']
 from .ascend_retina_head import AscendAnchorHead, AscendRetinaHead  # noqa: E402
 
 __all__ += ['AscendAnchorHead', 'AscendRetinaHead']
+from .base_mask_head import BaseMaskHead  # noqa: E402
+from .solo_head import SOLOHead  # noqa: E402
+from .decoupled_solo_head import DecoupledSOLOHead, DecoupledSOLOLightHead  # noqa: E402
+from .solov2_head import MaskFeatModule, SOLOV2Head  # noqa: E402
+
+__all__ += ['BaseMaskHead']
+__all__ += ['SOLOHead']
+__all__ += ['DecoupledSOLOHead']
+__all__ += ['DecoupledSOLOLightHead']
+__all__ += ['MaskFeatModule']
+__all__ += ['SOLOV2Head']

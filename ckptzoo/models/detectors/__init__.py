@@ -97,3 +97,9 @@ __all__ += ['KnowledgeDistillationSingleStageDetector']
 from .single_stage_instance_seg import SingleStageInstanceSegmentor  # noqa: E402
 
 __all__ += ['SingleStageInstanceSegmentor']
+from .solo import SOLO  # noqa: E402
+
+__all__ += ['SOLO']
+from .solov2 import SOLOv2  # noqa: E402
+
+__all__ += ['SOLOv2']
