@@ -15,7 +15,8 @@ and ``get_results`` upsamples only the masks of the cells above ``score_thr``, i
 at most ``MASK_MEM_LIMIT`` bytes of float maps (1 GiB, as ``paste_masks``' GPU limit): at
 most ``nms_pre`` binary masks at stride 4 are held for the matrix NMS, then the kept
 ``max_per_img`` masks are resized to the image chunk by chunk. The values are mmdet's
-(bilinear resizing is per map).
+(bilinear resizing is per map; with more than one chunk a maskness sum may round differently
+in its last bit, a reduction's order following the batch's shape).
 """
 from functools import partial
 

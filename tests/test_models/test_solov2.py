@@ -1,0 +1,75 @@
+"""SOLOv2 end to end on tiny models (SOLOV2Head, its light and DCNv2 forms): built from an
+mmdet-schema config dict, mmdet's loss and state-dict keys, a train step with and without
+instances, every checkpoint mode on the mask feature branch and the levels, the result
+format."""
+import numpy as np
+import pytest
+
+from ckptzoo.models import SOLOv2
+from ckptzoo.ops import ModulatedDeformConv2dPack
+from tests.helpers.checkpointing import one_thread
+from tests.helpers.solo import (MASK_FEATURE_HEAD, assert_every_mode_exact,
+                                assert_result_format, batch, build, detector_cfg, head_cfg,
+                                head_units, run_test, step, trained_looking)
+
+one_thread = pytest.fixture(autouse=True)(one_thread)
+
+VARIANTS = {
+    'plain': {},
+    'dcn': dict(dcn_cfg=dict(type='DCNv2'),
+                mask_feature_head=dict(MASK_FEATURE_HEAD, conv_cfg=dict(type='DCNv2'))),
+    'light_dcn': dict(dcn_cfg=dict(type='DCNv2'), dcn_apply_to_all_conv=False)}
+
+
+def _cfg(variant='plain', with_cp=False):
+    return detector_cfg('SOLOv2', head_cfg('SOLOV2Head', **VARIANTS[variant]), with_cp)
+
+
+@pytest.mark.parametrize('variant', list(VARIANTS))
+def test_train_step_with_and_without_instances(variant):
+    model = build(_cfg(variant))
+    assert isinstance(model, SOLOv2)
+    log, grads, _ = step(model, batch())
+    assert list(log) == ['loss_mask', 'loss_cls', 'loss']
+    assert all(np.isfinite(v) for v in log.values()) and log['loss_mask'] > 0
+    assert set(grads) == {n for n, p in model.named_parameters() if p.requires_grad}
+    log, _, _ = step(model, batch(empty_second=True))
+    assert all(np.isfinite(v) for v in log.values())
+
+
+def test_state_dict_keys_and_dcn_placement():
+    keys = set(build(_cfg()).state_dict())
+    assert {'mask_head.kernel_convs.0.conv.weight', 'mask_head.cls_convs.1.gn.weight',
+            'mask_head.conv_kernel.weight', 'mask_head.conv_cls.bias',
+            'mask_head.mask_feature_head.convs_all_levels.0.conv0.conv.weight',
+            'mask_head.mask_feature_head.convs_all_levels.3.conv2.gn.bias',
+            'mask_head.mask_feature_head.conv_pred.conv.weight'} <= keys
+    assert 'mask_head.kernel_convs.0.conv.bias' not in keys  # bias only without a norm
+    head = build(_cfg('light_dcn')).mask_head
+    dcn = sorted(n for n, m in head.named_modules() if isinstance(m, ModulatedDeformConv2dPack))
+    assert dcn == ['cls_convs.1.conv', 'kernel_convs.1.conv']
+    head = build(_cfg('dcn')).mask_head
+    dcn = [n for n, m in head.named_modules() if isinstance(m, ModulatedDeformConv2dPack)]
+    assert len(dcn) == 4 + (1 + 1 + 2 + 3) + 1  # the towers, every mask-feature conv
+
+
+@pytest.mark.filterwarnings('ignore:checkpoint mode .offload.')
+@pytest.mark.parametrize('variant', ['plain', 'dcn'])
+@pytest.mark.parametrize('mode', [None, 'full', 'selective', 'offload'])
+def test_every_mode_on_the_head_units_equals_plain(monkeypatch, variant, mode):
+    assert_every_mode_exact(monkeypatch, _cfg(variant), mode)
+
+
+def test_with_cp_checkpoints_the_mask_features_and_every_level():
+    model = build(_cfg(with_cp=True))
+    plan = model.checkpoint_plan()
+    units = head_units(model)
+    assert units == ['mask_head.mask_feature_head'] + [f'mask_head.level{i}' for i in range(5)]
+    assert [plan[u] for u in units] == ['full'] * 6
+
+
+@pytest.mark.parametrize('variant', list(VARIANTS))
+def test_results_format(variant):
+    model = trained_looking(build(_cfg(variant)))
+    results, metas = run_test(model)
+    assert assert_result_format(results, metas) > 0
