@@ -73,3 +73,33 @@ def test_results_format(variant):
     model = trained_looking(build(_cfg(variant)))
     results, metas = run_test(model)
     assert assert_result_format(results, metas) > 0
+
+
+def test_results_feed_the_coco_segm_evaluation(tmp_path):
+    """A synthetic COCO val split through mmdet's test pipeline, ``single_gpu_test`` (masks
+    RLE-encoded) and ``CocoDataset.evaluate(metric='segm')``: the results' format is the one
+    the evaluation reads."""
+    import os.path as osp
+
+    from ckptzoo.datasets import CocoDataset, build_dataloader, generate_coco
+    from ckptzoo.runner.test import single_gpu_test
+    root = generate_coco(str(tmp_path / 'coco'), num_train=2, num_val=8,
+                         img_size=((64, 96), (64, 96)), crowd_ratio=0.0)
+    norm = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
+    pipeline = [dict(type='LoadImageFromFile'),
+                dict(type='MultiScaleFlipAug', img_scale=(128, 96), flip=False,
+                     transforms=[dict(type='Resize', keep_ratio=True),
+                                 dict(type='RandomFlip'), dict(type='Normalize', **norm),
+                                 dict(type='Pad', size_divisor=32),
+                                 dict(type='ImageToTensor', keys=['img']),
+                                 dict(type='Collect', keys=['img'])])]
+    ds = CocoDataset(ann_file=osp.join(root, 'annotations', 'instances_val2017.json'),
+                     img_prefix=osp.join(root, 'val2017'), pipeline=pipeline, test_mode=True,
+                     classes=('circle', 'square', 'triangle'))
+    cfg = detector_cfg('SOLOv2', head_cfg('SOLOV2Head', num_classes=len(ds.CLASSES)))
+    model = trained_looking(build(cfg)).eval()
+    results = single_gpu_test(model, build_dataloader(ds, 1, 0, dist=False, shuffle=False))
+    assert len(results) == 8 and all(isinstance(r, tuple) for r in results)
+    assert sum(len(m) for r in results for m in r[1]) > 0
+    metrics = ds.evaluate(results, metric='segm')
+    assert 'segm_mAP' in metrics and 0 <= metrics['segm_mAP'] <= 1
