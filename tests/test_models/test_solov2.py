@@ -103,3 +103,51 @@ def test_results_feed_the_coco_segm_evaluation(tmp_path):
     assert sum(len(m) for r in results for m in r[1]) > 0
     metrics = ds.evaluate(results, metric='segm')
     assert 'segm_mAP' in metrics and 0 <= metrics['segm_mAP'] <= 1
+
+
+def test_the_planner_plans_the_head_units(tmp_path):
+    """A tiny SOLOv2 training run on synthetic COCO masks, planned at a budget between the
+    all-'full' and the plain peaks: the mask feature branch and the levels are in the cost
+    table, the measured peak within the budget and the prediction within 5 %."""
+    import logging
+    import os.path as osp
+
+    from ckptzoo.apis import build_training, set_random_seed
+    from ckptzoo.apis.config import load_config
+    from ckptzoo.apis.plan import ProbeSession, plan_memory
+    from ckptzoo.apis.train import build_train_model
+    from ckptzoo.datasets import generate_coco
+    from ckptzoo.memory import predict_peak, uniform_plan
+    from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
+    root = generate_coco(str(tmp_path / 'coco'), num_train=4, num_val=0, img_size=(64, 64),
+                         classes=('circle', 'square', 'triangle'), seed=0)
+    cfg = load_config(osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
+                               'configs/coco/mask_rcnn_r18_fpn_synthetic_coco_cp.py'))
+    cfg.model = _cfg(with_cp=True)
+    for t in cfg.data.train.pipeline:
+        if t['type'] == 'Resize':
+            t.update(img_scale=[(64, 64)], multiscale_mode='value')
+    cfg.data.train.update(ann_file=osp.join(root, 'annotations/instances_train2017.json'),
+                          img_prefix=osp.join(root, 'train2017/'))
+    cfg.data.update(samples_per_gpu=2)
+    cfg.work_dir = str(tmp_path / 'work')
+    cfg.checkpoint_config = cfg.lr_config = cfg.custom_hooks = cfg.evaluation = None
+    cfg.log_config = None
+    cfg.runner = dict(type='IterBasedRunner', max_iters=1)
+    cfg.optimizer = dict(type='SGD', lr=0.01, momentum=0.9)
+    cfg.optimizer_config = dict()
+    set_random_seed(0)
+    model = build_train_model(cfg)
+    run = build_training(cfg, model=model, logger=logging.getLogger('ckptzoo.test.solov2'))
+    batch = probe_batch(run, worst_case_shape(cfg), boxes_per_image=3)
+    with ProbeSession(run) as session:
+        table = session.cost_table(batch)
+    assert set(head_units(model)) <= set(table.names)
+    low = predict_peak(table, uniform_plan(table, 'full'))
+    high = predict_peak(table, uniform_plan(table, None))
+    assert low < high
+    budget = (low + high) // 2
+    result, _ = plan_memory(run, cfg, budget)
+    assert result.measured_peak_bytes <= budget
+    assert abs(result.predicted_peak_bytes - result.measured_peak_bytes) \
+        <= 0.05 * result.measured_peak_bytes
