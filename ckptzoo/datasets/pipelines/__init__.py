@@ -21,3 +21,6 @@ from .mix_transforms import MixUp, Mosaic  # noqa: E402
 from .yolox_aug import RandomAffine, YOLOXHSVRandomAug  # noqa: E402
 
 __all__ += ['FilterAnnotations', 'MixUp', 'Mosaic', 'RandomAffine', 'YOLOXHSVRandomAug']
+from .loading import LoadPanopticAnnotations  # noqa: E402
+
+__all__ += ['LoadPanopticAnnotations']
