@@ -119,3 +119,14 @@ __all__ += ['EmbeddingRPNHead']
 from .yolact_head import YOLACTHead, YOLACTProtonet, YOLACTSegmHead  # noqa: E402
 
 __all__ += ['YOLACTHead', 'YOLACTProtonet', 'YOLACTSegmHead']
+from .base_mask_head import BaseMaskHead  # noqa: E402
+from .solo_head import SOLOHead  # noqa: E402
+from .decoupled_solo_head import DecoupledSOLOHead, DecoupledSOLOLightHead  # noqa: E402
+from .solov2_head import MaskFeatModule, SOLOV2Head  # noqa: E402
+
+__all__ += ['BaseMaskHead']
+__all__ += ['SOLOHead']
+__all__ += ['DecoupledSOLOHead']
+__all__ += ['DecoupledSOLOLightHead']
+__all__ += ['MaskFeatModule']
+__all__ += ['SOLOV2Head']

@@ -112,3 +112,9 @@ __all__ += ['SparseRCNN', 'QueryInst']
 from .yolact import YOLACT  # noqa: E402
 
 __all__ += ['YOLACT']
+from .solo import SOLO  # noqa: E402
+
+__all__ += ['SOLO']
+from .solov2 import SOLOv2  # noqa: E402
+
+__all__ += ['SOLOv2']
