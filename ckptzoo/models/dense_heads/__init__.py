@@ -113,3 +113,8 @@ __all__ += ['LDHead']
 from .ascend_retina_head import AscendAnchorHead, AscendRetinaHead  # noqa: E402
 
 __all__ += ['AscendAnchorHead', 'AscendRetinaHead']
+
+from .maskformer_head import MaskFormerHead  # noqa: E402
+from .mask2former_head import Mask2FormerHead  # noqa: E402
+
+__all__ += ['MaskFormerHead', 'Mask2FormerHead']

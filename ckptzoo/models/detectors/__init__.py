@@ -94,3 +94,8 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+
+from .maskformer import MaskFormer  # noqa: E402
+from .mask2former import Mask2Former  # noqa: E402
+
+__all__ += ['MaskFormer', 'Mask2Former']

@@ -34,3 +34,4 @@ from .gaussian_target import (gaussian2D, gaussian_radius, gen_gaussian_target, 
 
 from .hsigmoid import HSigmoid  # noqa: F401
 from .se_layer import DyReLU  # noqa: F401
+from .panoptic_gt_processing import preprocess_panoptic_gt  # noqa: F401,E402

@@ -38,3 +38,7 @@ __all__ += ['TaskAlignedAssigner']
 from .sim_ota_assigner import SimOTAAssigner  # noqa: E402
 
 __all__ += ['SimOTAAssigner']
+
+from .mask_hungarian_assigner import MaskHungarianAssigner  # noqa: E402
+
+__all__ += ['MaskHungarianAssigner']
