@@ -94,6 +94,9 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+from .single_stage_instance_seg import SingleStageInstanceSegmentor  # noqa: E402
+
+__all__ += ['SingleStageInstanceSegmentor']
 
 from .maskformer import MaskFormer  # noqa: E402
 from .mask2former import Mask2Former  # noqa: E402
