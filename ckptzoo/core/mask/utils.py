@@ -33,6 +33,6 @@ def mask2bbox(masks):
     x2 = torch.where(x_any, xs, -1).max(dim=1).values + 1
     y1 = torch.where(y_any, ys, h).min(dim=1).values
     y2 = torch.where(y_any, ys, -1).max(dim=1).values + 1
-    boxes = torch.stack([x1, y1, x2, y2], dim=1).float()
+    boxes = torch.stack([x1, y1, x2, y2], dim=1).to(torch.float32)
     bboxes[nonempty] = boxes[nonempty]
     return bboxes

@@ -10,9 +10,9 @@ Arguments, defaults, state-dict keys and the loss dict are mmdet's; the points a
 ``torch.rand`` in mmdet's order, so a seeded run draws mmdet's points.
 
 Checkpoint units: the pixel decoder's (``pixel_decoder.*``), ``query_head`` (the prediction
-from the learned queries) and ``transformer_decoder.layers.{i}``: decoder layer ``i``
-together with its prediction (post norm, classes, masks and the next attention mask). Every
-mode exact (dropout replayed). Evaluation memory as :class:`MaskFormerHead`.
+from the learned queries) and the transformer decoder's ``transformer_decoder.layers.{i}``
+(one chain), which the head runs as decoder layer ``i`` together with its prediction (post
+norm, classes, masks and the next attention mask). Every mode exact (dropout replayed). Evaluation memory as :class:`MaskFormerHead`.
 """
 import torch
 import torch.nn as nn
@@ -95,19 +95,16 @@ class Mask2FormerHead(MaskFormerHead):
         self.loss_cls = MODELS.build(loss_cls)
         self.loss_mask = MODELS.build(loss_mask)
         self.loss_dice = MODELS.build(loss_dice)
-        self._init_layer_units(with_cp, cp_use_reentrant)
-        self.query_head_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
+        self.query_head_unit = CheckpointUnit(None, cp_use_reentrant)
+        self._set_with_cp(with_cp)
         self.init_weights()
 
     def _head_modules(self):
         return [self.transformer_decoder.post_norm, self.cls_embed, self.mask_embed]
 
-    def _layer_modules(self, j):
-        return [self.transformer_decoder.layers[j]] + self._head_modules()
-
     def _checkpoint_steps(self):
         return [[unit_step('query_head', self.query_head_unit, self.forward_head,
-                           self._head_modules())]] + super()._checkpoint_steps()
+                           self._head_modules())]]
 
     def init_weights(self):
         """mmdet's: Caffe2 Xavier input projections, the pixel decoder's init, Xavier normal
@@ -127,7 +124,7 @@ class Mask2FormerHead(MaskFormerHead):
         point_coords = torch.rand((1, self.num_points, 2), device=cls_score.device)
         mask_points_pred = point_sample(mask_pred.unsqueeze(1),
                                         point_coords.repeat(num_queries, 1, 1)).squeeze(1)
-        gt_points_masks = point_sample(gt_masks.unsqueeze(1).float(),
+        gt_points_masks = point_sample(gt_masks.unsqueeze(1).to(mask_pred.dtype),
                                        point_coords.repeat(num_gts, 1, 1)).squeeze(1)
         assign_result = self.assigner.assign(cls_score, mask_points_pred, gt_labels,
                                              gt_points_masks, img_metas)
@@ -144,7 +141,7 @@ class Mask2FormerHead(MaskFormerHead):
             points = get_uncertain_point_coords_with_randomness(
                 mask_preds.unsqueeze(1), None, self.num_points, self.oversample_ratio,
                 self.importance_sample_ratio)
-            point_targets = point_sample(mask_targets.unsqueeze(1).float(), points).squeeze(1)
+            point_targets = point_sample(mask_targets.unsqueeze(1).to(mask_preds.dtype), points).squeeze(1)
         point_preds = point_sample(mask_preds.unsqueeze(1), points).squeeze(1)
         loss_dice = self.loss_dice(point_preds, point_targets, avg_factor=num_total_masks)
         loss_mask = self.loss_mask(point_preds.reshape(-1), point_targets.reshape(-1),
@@ -163,15 +160,28 @@ class Mask2FormerHead(MaskFormerHead):
             (1, self.num_heads, 1, 1)).flatten(0, 1)
         return cls_pred, mask_pred, (attn_mask.sigmoid() < 0.5).detach()
 
-    def _layer_fn(self, i):
-        layer = self.transformer_decoder.layers[i]
+    def _layer_fn(self, sizes):
+        """The decoder chain's steps: step ``i`` attends to level ``i % num_levels`` under
+        the attention mask of the state ``(query, cls, masks, attn_mask)`` and predicts the
+        next state."""
+        def make(i, names):
+            layer = self.transformer_decoder.layers[i]
+            level = i % self.num_transformer_feat_level
+            size = sizes[(i + 1) % self.num_transformer_feat_level]
 
-        def run(query, key, key_pos, query_pos, attn_mask, mask_features, size):
-            query = layer(query=query, key=key, value=key, query_pos=query_pos, key_pos=key_pos,
-                          attn_masks=[attn_mask, None], query_key_padding_mask=None,
-                          key_padding_mask=None)
-            return (query, ) + self.forward_head(query, mask_features, size)
-        return run
+            def run(state, *values):
+                kw = dict(zip(names, values))
+                query, attn_mask = state[0], state[3]
+                # a query whose mask is empty everywhere attends everywhere (mmdet's)
+                full = attn_mask.sum(-1) == attn_mask.shape[-1]
+                attn_mask = attn_mask.masked_fill(full.unsqueeze(-1), False)
+                query = layer(query=query, key=kw[f'input{level}'], value=kw[f'input{level}'],
+                              query_pos=kw['query_embed'], key_pos=kw[f'pos{level}'],
+                              attn_masks=[attn_mask, None], query_key_padding_mask=None,
+                              key_padding_mask=None)
+                return (query, ) + self.forward_head(query, kw['mask_features'], size)
+            return run
+        return make
 
     def forward(self, feats, img_metas):
         """``(cls_pred_list, mask_pred_list)``: ``num_layers + 1`` predictions, classes
@@ -191,19 +201,14 @@ class Mask2FormerHead(MaskFormerHead):
         cls_pred, mask_pred, attn_mask = self.query_head_unit(
             self.forward_head, query_feat, mask_features, sizes[0],
             module=self._head_modules())
-        cls_list, mask_list = [cls_pred], [mask_pred]
-        for i, unit in enumerate(self.layer_units):
-            level = i % self.num_transformer_feat_level
-            # a query whose mask is empty everywhere attends everywhere (mmdet's)
-            full = attn_mask.sum(-1) == attn_mask.shape[-1]
-            attn_mask = attn_mask.masked_fill(full.unsqueeze(-1), False)
-            query_feat, cls_pred, mask_pred, attn_mask = unit(
-                self._layer_fn(i), query_feat, inputs[level], pos_encodings[level],
-                query_embed, attn_mask, mask_features,
-                sizes[(i + 1) % self.num_transformer_feat_level], module=self._layer_modules(i))
-            cls_list.append(cls_pred)
-            mask_list.append(mask_pred)
-        return cls_list, mask_list
+        kwargs = dict(query_embed=query_embed, mask_features=mask_features)
+        for i in range(self.num_transformer_feat_level):
+            kwargs[f'input{i}'] = inputs[i]
+            kwargs[f'pos{i}'] = pos_encodings[i]
+        _, outs = self.transformer_decoder._run_layers(
+            (query_feat, cls_pred, mask_pred, attn_mask), kwargs, emit=True,
+            layer_fn=self._layer_fn(sizes))
+        return [cls_pred] + [o[1] for o in outs], [mask_pred] + [o[2] for o in outs]
 
     def simple_test_low_res(self, feats, img_metas, **kwargs):
         cls_list, mask_list = self(feats, img_metas)

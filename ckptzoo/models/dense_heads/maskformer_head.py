@@ -7,10 +7,10 @@ cross-entropy, focal and dice losses of every layer (``d{i}.loss_*`` for all but
 
 Arguments, defaults, state-dict keys and the loss dict are mmdet's.
 
-Checkpoint units: the pixel decoder's (``pixel_decoder.*``), then
-``transformer_decoder.layers.{j}``: decoder layer ``j`` together with its predictions (post
-norm, classes, masks), so the ``(bs, num_queries, h, w)`` mask logits of a layer are made
-inside its unit. Every mode exact (dropout replayed).
+Checkpoint units: the pixel decoder's (``pixel_decoder.*``), then the transformer decoder's
+``transformer_decoder.layers.{j}`` (one chain): the head runs each as decoder layer ``j``
+together with its predictions (post norm, classes, masks), so the ``(bs, num_queries, h, w)``
+mask logits of a layer are made inside its unit. Every mode exact (dropout replayed).
 
 Evaluation memory: ``simple_test`` upsamples the last layer's masks to the batch input size in
 chunks of queries, each chunk at most ``GPU_MEM_LIMIT`` (1 GiB) of float32 upsampled masks
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from ...core.utils import reduce_mean
 from ...registry import MODELS, TASK_UTILS
-from ..checkpointing import CheckpointOwnerMixin, CheckpointUnit, unit_step
+from ..checkpointing import CheckpointOwnerMixin
 from ..plugins.pixel_decoder import caffe2_xavier_init, padding_mask_of
 from ..roi_heads.mask_heads.fcn_mask_head import BYTES_PER_FLOAT, GPU_MEM_LIMIT
 from ..utils import preprocess_panoptic_gt
@@ -100,8 +100,14 @@ class MaskFormerHead(CheckpointOwnerMixin, BaseDenseHead):
         self.loss_cls = MODELS.build(loss_cls)
         self.loss_mask = MODELS.build(loss_mask)
         self.loss_dice = MODELS.build(loss_dice)
-        self._init_layer_units(with_cp, cp_use_reentrant)
+        self._set_with_cp(with_cp)
         self.init_weights()
+
+    def _set_with_cp(self, with_cp):
+        if not isinstance(with_cp, bool):
+            raise TypeError(f'{type(self).__name__} with_cp must be a bool, got {with_cp!r}')
+        if with_cp:
+            self.set_checkpoint_plan({'*': 'full'})
 
     @staticmethod
     def _check_cfgs(pixel_decoder, transformer_decoder):
@@ -116,22 +122,6 @@ class MaskFormerHead(CheckpointOwnerMixin, BaseDenseHead):
         if train_cfg:
             self.assigner = TASK_UTILS.build(train_cfg['assigner'])
             self.sampler = TASK_UTILS.build(train_cfg['sampler'])
-
-    def _init_layer_units(self, with_cp, cp_use_reentrant):
-        if not isinstance(with_cp, bool):
-            raise TypeError(f'{type(self).__name__} with_cp must be a bool, got {with_cp!r}')
-        self.layer_units = [CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
-                            for _ in self.transformer_decoder.layers]
-
-    def _layer_modules(self, j):
-        post_norm = getattr(self.transformer_decoder, 'post_norm', None)
-        return [m for m in (self.transformer_decoder.layers[j], post_norm, self.cls_embed,
-                            self.mask_embed) if m is not None]
-
-    def _checkpoint_steps(self):
-        return [[unit_step(f'transformer_decoder.layers.{j}', unit, self._layer_fn(j),
-                           self._layer_modules(j))]
-                for j, unit in enumerate(self.layer_units)]
 
     def init_weights(self):
         """mmdet's: Caffe2 Xavier input projection, the pixel decoder's own init, Xavier
@@ -246,13 +236,16 @@ class MaskFormerHead(CheckpointOwnerMixin, BaseDenseHead):
         mask_embed = self.mask_embed(out)
         return self.cls_embed(out), torch.einsum('bqc,bchw->bqhw', mask_embed, mask_features)
 
-    def _layer_fn(self, j):
+    def _layer_fn(self, j, names):
+        """Step ``j`` of the decoder's chain: the layer on the query (the state's first
+        tensor), then its predictions; the state ``(query, cls, masks)`` leaves the chain."""
         layer = self.transformer_decoder.layers[j]
         post_norm = getattr(self.transformer_decoder, 'post_norm', None)
 
-        def run(query, memory, pos_embed, query_embed, padding_mask, mask_features):
-            query = layer(query=query, key=memory, value=memory, key_pos=pos_embed,
-                          query_pos=query_embed, key_padding_mask=padding_mask)
+        def run(state, *values):
+            kw = dict(zip(names, values))
+            mask_features = kw.pop('mask_features')
+            query = layer(state[0] if isinstance(state, tuple) else state, **kw)
             out = post_norm(query) if post_norm is not None else query
             return (query, ) + self._predict(out, mask_features)
         return run
@@ -268,14 +261,11 @@ class MaskFormerHead(CheckpointOwnerMixin, BaseDenseHead):
         padding_mask = padding_mask.flatten(1)
         query_embed = self.query_embed.weight.unsqueeze(1).repeat(1, batch_size, 1)
         query = torch.zeros_like(query_embed)
-        cls_list, mask_list = [], []
-        for j, unit in enumerate(self.layer_units):
-            query, cls, masks = unit(self._layer_fn(j), query, memory, pos_embed, query_embed,
-                                     padding_mask, mask_features,
-                                     module=self._layer_modules(j))
-            cls_list.append(cls)
-            mask_list.append(masks)
-        return torch.stack(cls_list), torch.stack(mask_list)
+        kwargs = dict(key=memory, value=memory, key_pos=pos_embed, query_pos=query_embed,
+                      key_padding_mask=padding_mask, mask_features=mask_features)
+        _, outs = self.transformer_decoder._run_layers(query, kwargs, emit=True,
+                                                       layer_fn=self._layer_fn)
+        return torch.stack([o[1] for o in outs]), torch.stack([o[2] for o in outs])
 
     def forward_train(self, feats, img_metas, gt_bboxes, gt_labels, gt_masks, gt_semantic_seg,
                       gt_bboxes_ignore=None):

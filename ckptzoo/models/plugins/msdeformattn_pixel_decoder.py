@@ -6,7 +6,8 @@ the finer inputs join by ``lateral_convs`` + bilinear upsampling + ``output_conv
 
 Arguments, defaults and state-dict keys are mmdet's (the attribute ``postional_encoding`` keeps
 mmdet's spelling; it holds no parameters). Checkpoint units (relative to the decoder):
-``input{i}`` (each input projection), ``encoder.layers.{j}`` (each encoder layer),
+``input{i}`` (each input projection), ``encoder.layers.{j}`` (each encoder layer: the
+encoder's own units, one chain),
 ``level{i}`` (each top-down stage), ``mask_feature``; every mode exact, dropout included.
 """
 import torch
@@ -87,15 +88,14 @@ class MSDeformAttnPixelDecoder(CheckpointOwnerMixin, nn.Module):
             raise TypeError(f'{type(self).__name__} with_cp must be a bool, got {with_cp!r}')
         make = lambda: CheckpointUnit.from_flag(with_cp, cp_use_reentrant)  # noqa: E731
         self.input_units = [make() for _ in self.input_convs]
-        self.encoder_units = [make() for _ in self.encoder.layers]
+        if with_cp:  # the encoder's layers are units of the encoder
+            self.encoder.set_checkpoint_plan({'*': 'full'})
         self.level_units = [make() for _ in self.lateral_convs]
         self.mask_feature_unit = make()
 
     def _checkpoint_steps(self):
         return ([[unit_step(f'input{i}', u, self.input_convs[i])]
                  for i, u in enumerate(self.input_units)]
-                + [[unit_step(f'encoder.layers.{j}', u, self.encoder.layers[j])]
-                   for j, u in enumerate(self.encoder_units)]
                 + [[unit_step(f'level{i}', self.level_units[i], self._level_fn(i),
                               self._convs(i))]
                    for i in range(len(self.level_units) - 1, -1, -1)]
@@ -133,15 +133,6 @@ class MSDeformAttnPixelDecoder(CheckpointOwnerMixin, nn.Module):
         up = F.interpolate(top, size=cur.shape[-2:], mode='bilinear', align_corners=False)
         return output(cur + up)
 
-    @staticmethod
-    def _encoder_layer_fn(layer):
-        def run(x, pos, mask, shapes, refs, starts, ratios):
-            return layer(query=x, key=None, value=None, query_pos=pos, key_pos=None,
-                         attn_masks=None, key_padding_mask=None, query_key_padding_mask=mask,
-                         spatial_shapes=shapes, reference_points=refs,
-                         level_start_index=starts, valid_radios=ratios)
-        return run
-
     def forward(self, feats):
         """``(mask_feature (bs, out_channels, h0, w0), multi-scale features)``: ``num_outs``
         maps of ``feat_channels``, coarsest first."""
@@ -172,12 +163,10 @@ class MSDeformAttnPixelDecoder(CheckpointOwnerMixin, nn.Module):
         starts = torch.cat((shapes.new_zeros((1, )), shapes.prod(1).cumsum(0)[:-1]))
         refs = torch.cat(refs, dim=0)[None, :, None].repeat(bs, 1, self.num_encoder_levels, 1)
         ratios = refs.new_ones((bs, self.num_encoder_levels, 2))
-        for layer, unit in zip(self.encoder.layers, self.encoder_units):
-            x = unit(self._encoder_layer_fn(layer), x, pos, masks, shapes, refs, starts, ratios,
-                     module=layer)
-        post_norm = getattr(self.encoder, 'post_norm', None)
-        if post_norm is not None:
-            x = post_norm(x)
+        x = self.encoder(query=x, key=None, value=None, query_pos=pos, key_pos=None,
+                         attn_masks=None, key_padding_mask=None, query_key_padding_mask=masks,
+                         spatial_shapes=shapes, reference_points=refs,
+                         level_start_index=starts, valid_radios=ratios)
         memory = x.permute(1, 2, 0)
         outs = torch.split(memory, [int(s[0] * s[1]) for s in shapes], dim=-1)
         outs = [o.reshape(bs, -1, int(shapes[i][0]), int(shapes[i][1]))

@@ -12,9 +12,9 @@ Arguments, defaults and state-dict keys are mmdet's. Registered in ``MODELS`` (m
 ``PLUGIN_LAYERS`` names; the heads build them from there).
 
 Checkpoint units (relative to the decoder): ``encoder.layers.{j}`` (each encoder layer, the
-transformer variant), ``last_feat`` (``last_feat_conv`` / ``encoder_out_proj``), ``level{i}``
-for each top-down stage ``i`` (run from the coarsest), ``mask_feature``. Each is a unit of its
-own (no segments); every mode is exact, dropout included (the RNG is replayed).
+transformer variant: the encoder's own units, one chain), ``last_feat`` (``last_feat_conv`` /
+``encoder_out_proj``), ``level{i}`` for each top-down stage ``i`` (run from the coarsest),
+``mask_feature``. Every mode is exact, dropout included (the RNG is replayed).
 """
 import torch
 import torch.nn as nn
@@ -48,22 +48,17 @@ def padding_mask_of(img_metas, like, size):
 class _TopDownUnitsMixin(CheckpointOwnerMixin):
     """The units of the top-down path (``last_feat``, ``level{i}``, ``mask_feature``)."""
 
-    def _init_units(self, with_cp, cp_use_reentrant, num_encoder_layers=0):
+    def _init_units(self, with_cp, cp_use_reentrant):
         if not isinstance(with_cp, bool):
             raise TypeError(f'{type(self).__name__} with_cp must be a bool, got {with_cp!r}')
         make = lambda: CheckpointUnit.from_flag(with_cp, cp_use_reentrant)  # noqa: E731
-        self.encoder_units = [make() for _ in range(num_encoder_layers)]
         self.last_feat_unit = make()
         self.level_units = [make() for _ in range(len(self.lateral_convs))]
         self.mask_feature_unit = make()
 
-    def _encoder_steps(self):
-        return [[unit_step(f'encoder.layers.{j}', unit, self.encoder.layers[j])]
-                for j, unit in enumerate(self.encoder_units)]
-
     def _checkpoint_steps(self):
         last = self._last_feat_module()
-        return self._encoder_steps() + [[unit_step('last_feat', self.last_feat_unit, last)]] + [
+        return [[unit_step('last_feat', self.last_feat_unit, last)]] + [
             [unit_step(f'level{i}', self.level_units[i], self._level_fn(i),
                        [self.lateral_convs[i], self.output_convs[i]])]
             for i in range(len(self.level_units) - 1, -1, -1)] + [
@@ -162,7 +157,8 @@ class TransformerEncoderPixelDecoder(PixelDecoder):
         self.encoder_out_proj = ConvModule(feat_channels, feat_channels, 3, stride=1, padding=1,
                                            bias=self.use_bias, norm_cfg=norm_cfg,
                                            act_cfg=act_cfg)
-        self._init_units(with_cp, cp_use_reentrant, len(self.encoder.layers))
+        if with_cp:  # the encoder's layers are units of the encoder
+            self.encoder.set_checkpoint_plan({'*': 'full'})
 
     def _last_feat_module(self):
         return self.encoder_out_proj
@@ -179,18 +175,6 @@ class TransformerEncoderPixelDecoder(PixelDecoder):
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
 
-    def _encode(self, x, pos, mask):
-        """The encoder's layers, each through its unit, then its ``post_norm`` if any."""
-        for layer, unit in zip(self.encoder.layers, self.encoder_units):
-            x = unit(self._encoder_layer_fn(layer), x, pos, mask, module=layer)
-        post_norm = getattr(self.encoder, 'post_norm', None)
-        return post_norm(x) if post_norm is not None else x
-
-    @staticmethod
-    def _encoder_layer_fn(layer):
-        return lambda x, pos, mask: layer(query=x, key=None, value=None, query_pos=pos,
-                                          query_key_padding_mask=mask)
-
     def forward(self, feats, img_metas):
         """``(mask_feature, memory (bs, feat_channels, h, w))``: the memory is the encoder's
         output on the coarsest level."""
@@ -202,7 +186,8 @@ class TransformerEncoderPixelDecoder(PixelDecoder):
         padding_mask = padding_mask_of(img_metas, last, last.shape[-2:])
         pos_embed = self.positional_encoding(padding_mask).flatten(2).permute(2, 0, 1)
         x = self.encoder_in_proj(last).flatten(2).permute(2, 0, 1)
-        memory = self._encode(x, pos_embed, padding_mask.flatten(1))
+        memory = self.encoder(query=x, key=None, value=None, query_pos=pos_embed,
+                              query_key_padding_mask=padding_mask.flatten(1))
         memory = memory.permute(1, 2, 0).view(bs, self.encoder_embed_dims, h, w)
         y = self.last_feat_unit(self.encoder_out_proj, memory)
         return self._top_down(y, feats), memory

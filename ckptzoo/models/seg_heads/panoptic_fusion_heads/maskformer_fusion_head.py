@@ -167,7 +167,7 @@ class MaskFormerFusionHead(BasePanopticFusionHead):
                              device=mask_cls.device)
         mask_scores = scores_per_image.new_zeros(len(query_indices))
         for start, logits in full.chunks(query_indices):
-            chunk_bin = (logits > 0).to(logits.dtype)
+            chunk_bin = (logits > 0).float()  # float32, as mmdet (its eps 1e-6 in float32)
             end = start + len(logits)
             mask_scores[start:end] = (logits.sigmoid() * chunk_bin).flatten(1).sum(1) / (
                 chunk_bin.flatten(1).sum(1) + 1e-6)
