@@ -91,9 +91,11 @@ class MaskFormerHead(CheckpointOwnerMixin, BaseDenseHead):
         self.decoder_pe = MODELS.build(positional_encoding)
         self.query_embed = nn.Embedding(self.num_queries, out_channels)
         self.cls_embed = nn.Linear(feat_channels, self.num_classes + 1)
+        # mmdet's ReLUs are in place; out of place here, so that the selective mode (which
+        # keeps the linears' outputs) runs inside the decoder layers' units
         self.mask_embed = nn.Sequential(
-            nn.Linear(feat_channels, feat_channels), nn.ReLU(inplace=True),
-            nn.Linear(feat_channels, feat_channels), nn.ReLU(inplace=True),
+            nn.Linear(feat_channels, feat_channels), nn.ReLU(),
+            nn.Linear(feat_channels, feat_channels), nn.ReLU(),
             nn.Linear(feat_channels, out_channels))
         self._init_train_test(train_cfg, test_cfg)
         self.class_weight = loss_cls.get('class_weight', None)
