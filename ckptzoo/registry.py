@@ -223,3 +223,8 @@ def build_optimizer(model, cfg):
     builder = OPTIMIZER_BUILDERS.build(dict(type=constructor, optimizer_cfg=cfg,
                                             paramwise_cfg=paramwise_cfg))
     return builder(model)
+# mmcv 1.x's transformer registries and mmdet 2.x's TRANSFORMER / POSITIONAL_ENCODING /
+# MATCH_COST: aliases too
+ATTENTION = FEEDFORWARD_NETWORK = TRANSFORMER_LAYER = TRANSFORMER_LAYER_SEQUENCE = MODELS
+TRANSFORMER = POSITIONAL_ENCODING = MODELS
+MATCH_COST = TASK_UTILS

@@ -27,3 +27,7 @@ from .nms import soft_nms  # noqa: E402
 from .corner_pool import CornerPool  # noqa: E402
 
 __all__ += ['soft_nms', 'CornerPool']
+from .multi_scale_deform_attn import (MultiScaleDeformableAttention,  # noqa: E402
+                                      multi_scale_deformable_attn_pytorch)
+
+__all__ += ['MultiScaleDeformableAttention', 'multi_scale_deformable_attn_pytorch']

@@ -36,3 +36,12 @@ __all__ += ['ATSSAssigner', 'TaskAlignedAssigner']
 from .assigners import SimOTAAssigner  # noqa: E402
 
 __all__ += ['SimOTAAssigner']
+
+from .assigners import HungarianAssigner  # noqa: E402
+from .match_costs import (BBoxL1Cost, ClassificationCost, CrossEntropyLossCost,  # noqa: E402
+                          DiceCost, FocalLossCost, IoUCost, build_match_cost)
+from .transforms import bbox_cxcywh_to_xyxy, bbox_xyxy_to_cxcywh  # noqa: E402
+
+__all__ += ['HungarianAssigner', 'BBoxL1Cost', 'ClassificationCost', 'CrossEntropyLossCost',
+            'DiceCost', 'FocalLossCost', 'IoUCost', 'build_match_cost', 'bbox_cxcywh_to_xyxy',
+            'bbox_xyxy_to_cxcywh']

@@ -123,3 +123,18 @@ def bbox2distance(points, bbox, max_dis=None, eps=0.1):
     if max_dis is not None:
         dist = dist.clamp(min=0, max=max_dis - eps)
     return dist
+
+
+def bbox_cxcywh_to_xyxy(bbox):
+    """(cx, cy, w, h) -> (x1, y1, x2, y2) (mmdet's)."""
+    cx, cy, w, h = bbox.split((1, 1, 1, 1), dim=-1)
+    return torch.cat([cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h], dim=-1)
+
+
+def bbox_xyxy_to_cxcywh(bbox):
+    """(x1, y1, x2, y2) -> (cx, cy, w, h) (mmdet's)."""
+    x1, y1, x2, y2 = bbox.split((1, 1, 1, 1), dim=-1)
+    return torch.cat([(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1], dim=-1)
+
+
+__all__ += ['bbox_cxcywh_to_xyxy', 'bbox_xyxy_to_cxcywh']

@@ -34,4 +34,14 @@ from .gaussian_target import (gaussian2D, gaussian_radius, gen_gaussian_target, 
 
 from .hsigmoid import HSigmoid  # noqa: F401
 from .se_layer import DyReLU  # noqa: F401
+
+from .transformer_layers import (FFN, BaseTransformerLayer, MultiheadAttention,  # noqa: F401
+                                 MultiScaleDeformableAttention, TransformerLayerSequence,
+                                 build_attention, build_dropout, build_feedforward_network,
+                                 build_transformer_layer, build_transformer_layer_sequence)
+from .positional_encoding import LearnedPositionalEncoding, SinePositionalEncoding  # noqa: F401
+from .transformer import (DeformableDetrTransformer,  # noqa: F401
+                          DeformableDetrTransformerDecoder, DetrTransformerDecoder,
+                          DetrTransformerDecoderLayer, DetrTransformerEncoder, DynamicConv,
+                          Transformer, inverse_sigmoid)
 from .panoptic_gt_processing import preprocess_panoptic_gt  # noqa: F401,E402
