@@ -94,6 +94,14 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+from .panoptic_two_stage_segmentor import (BasePanopticSegmentor,  # noqa: E402
+                                           TwoStagePanopticSegmentor)
+
+__all__ += ['BasePanopticSegmentor']
+__all__ += ['TwoStagePanopticSegmentor']
+from .panoptic_fpn import PanopticFPN  # noqa: E402
+
+__all__ += ['PanopticFPN']
 from .single_stage_instance_seg import SingleStageInstanceSegmentor  # noqa: E402
 
 __all__ += ['SingleStageInstanceSegmentor']
