@@ -29,7 +29,14 @@ from ..roi_heads.mask_heads.fcn_mask_head import BYTES_PER_FLOAT, GPU_MEM_LIMIT
 from ..utils import preprocess_panoptic_gt
 from .base_dense_head import BaseDenseHead
 
-__all__ = ['MaskFormerHead', 'upsample_masks']
+__all__ = ['MaskFormerHead', 'upsample_masks', 'chunk_step']
+
+
+def chunk_step(fits):
+    """Queries per chunk when ``fits`` fit the limit: a multiple of 16 when at least 16 fit,
+    so that the CPU's interpolation (vectorised over up to 16 channels) rounds each chunk as
+    it rounds the whole tensor; at least 1."""
+    return fits - fits % 16 if fits >= 16 else max(1, fits)
 
 
 def upsample_masks(masks, size, limit=GPU_MEM_LIMIT):
@@ -38,7 +45,7 @@ def upsample_masks(masks, size, limit=GPU_MEM_LIMIT):
     lead, (n, h, w) = masks.shape[:-3], masks.shape[-3:]
     flat = masks.reshape(-1, n, h, w)
     per_query = max(1, flat.shape[0] * int(size[0]) * int(size[1]) * BYTES_PER_FLOAT)
-    step = max(1, int(limit // per_query))
+    step = chunk_step(int(limit // per_query))
     if step >= n:
         out = F.interpolate(flat, size=size, mode='bilinear', align_corners=False)
     else:

@@ -13,8 +13,9 @@
 Results equal mmdet's. Memory: mmdet upsamples every query's mask to the batch input (and
 again to the original size with ``rescale``) at once (open-mmlab/mmdetection#9424, evaluation
 out of memory). Here ``simple_test`` also takes the low-resolution masks (what the detector
-passes) and makes the full-size masks of at most ``GPU_MEM_LIMIT`` bytes (1 GiB of float32)
-of queries at a time: the panoptic map keeps a running maximum and argmax (``H x W``), the
+passes) and makes the full-size masks of at most ``mask_mem_limit`` bytes (default
+``GPU_MEM_LIMIT``, 1 GiB of float32; a multiple of 16 queries when 16 fit, so the CPU rounds
+them as mmdet's all-at-once resize does) at a time: the panoptic map keeps a running maximum and argmax (``H x W``), the
 instance masks only the selected queries' bool masks. Peak extra memory is about three chunks
 (resize, crop, rescale) plus the ``H x W`` running maps, whatever ``num_queries``.
 """
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 from ....core.mask import mask2bbox
 from ....evaluation.panoptic_utils import INSTANCE_OFFSET
 from ....registry import MODELS
+from ...dense_heads.maskformer_head import chunk_step
 from ...roi_heads.mask_heads.fcn_mask_head import BYTES_PER_FLOAT, GPU_MEM_LIMIT
 from .base_panoptic_fusion_head import BasePanopticFusionHead
 
@@ -42,7 +44,7 @@ class _FullMasks:
         self.out_hw = tuple(meta['ori_shape'][:2]) if rescale else self.img_hw
         self.rescale = rescale
         largest = max(self.batch_shape[0] * self.batch_shape[1], self.out_hw[0] * self.out_hw[1])
-        self.step = max(1, int(limit // (largest * BYTES_PER_FLOAT)))
+        self.step = chunk_step(int(limit // (largest * BYTES_PER_FLOAT)))
 
     def __call__(self, inds):
         x = self.masks[inds]
