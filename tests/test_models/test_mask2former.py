@@ -32,7 +32,8 @@ def _run(model, batch, seed=7):
 def test_units_cover_pixel_decoder_encoder_and_decoder_layers():
     model = build_detector(m2f_cfg())
     names = [n for n in model.checkpoint_units() if n.startswith('panoptic_head')]
-    assert sorted(names) == sorted(['panoptic_head.pixel_decoder.input0', 'panoptic_head.pixel_decoder.input1',
+    assert sorted(names) == sorted([
+        'panoptic_head.pixel_decoder.input0', 'panoptic_head.pixel_decoder.input1',
                      'panoptic_head.pixel_decoder.input2', 'panoptic_head.pixel_decoder.level0',
                      'panoptic_head.pixel_decoder.mask_feature',
                      'panoptic_head.pixel_decoder.encoder.layers.0',

@@ -2,7 +2,6 @@
 mmdet's result formats, and every checkpoint mode equals the plain run (dropout replayed)."""
 import copy
 
-import numpy as np
 import pytest
 import torch
 
@@ -26,7 +25,8 @@ def _run(model, batch, seed=7):
 def test_units_and_keys():
     model = build_detector(mf_cfg())
     names = [n for n in model.checkpoint_units() if n.startswith('panoptic_head')]
-    assert sorted(names) == sorted(['panoptic_head.pixel_decoder.last_feat', 'panoptic_head.pixel_decoder.level2',
+    assert sorted(names) == sorted([
+        'panoptic_head.pixel_decoder.last_feat', 'panoptic_head.pixel_decoder.level2',
                      'panoptic_head.pixel_decoder.level1', 'panoptic_head.pixel_decoder.level0',
                      'panoptic_head.pixel_decoder.mask_feature',
                      'panoptic_head.pixel_decoder.encoder.layers.0',

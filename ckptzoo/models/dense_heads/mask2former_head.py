@@ -12,7 +12,8 @@ Arguments, defaults, state-dict keys and the loss dict are mmdet's; the points a
 Checkpoint units: the pixel decoder's (``pixel_decoder.*``), ``query_head`` (the prediction
 from the learned queries) and the transformer decoder's ``transformer_decoder.layers.{i}``
 (one chain), which the head runs as decoder layer ``i`` together with its prediction (post
-norm, classes, masks and the next attention mask). Every mode exact (dropout replayed). Evaluation memory as :class:`MaskFormerHead`.
+norm, classes, masks and the next attention mask). Every mode exact (dropout replayed).
+Evaluation memory as :class:`MaskFormerHead`.
 """
 import torch
 import torch.nn as nn
@@ -143,7 +144,8 @@ class Mask2FormerHead(MaskFormerHead):
             points = get_uncertain_point_coords_with_randomness(
                 mask_preds.unsqueeze(1), None, self.num_points, self.oversample_ratio,
                 self.importance_sample_ratio)
-            point_targets = point_sample(mask_targets.unsqueeze(1).to(mask_preds.dtype), points).squeeze(1)
+            point_targets = point_sample(mask_targets.unsqueeze(1).to(mask_preds.dtype),
+                                         points).squeeze(1)
         point_preds = point_sample(mask_preds.unsqueeze(1), points).squeeze(1)
         loss_dice = self.loss_dice(point_preds, point_targets, avg_factor=num_total_masks)
         loss_mask = self.loss_mask(point_preds.reshape(-1), point_targets.reshape(-1),

@@ -15,8 +15,8 @@ again to the original size with ``rescale``) at once (open-mmlab/mmdetection#942
 out of memory). Here ``simple_test`` also takes the low-resolution masks (what the detector
 passes) and makes the full-size masks of at most ``mask_mem_limit`` bytes (default
 ``GPU_MEM_LIMIT``, 1 GiB of float32; a multiple of 16 queries when 16 fit, so the CPU rounds
-them as mmdet's all-at-once resize does) at a time: the panoptic map keeps a running maximum and argmax (``H x W``), the
-instance masks only the selected queries' bool masks. Peak extra memory is about three chunks
+them as mmdet's all-at-once resize does) at a time: the panoptic map keeps a running maximum
+and argmax (``H x W``), the instance masks only the selected queries' bool masks. Peak extra memory is about three chunks
 (resize, crop, rescale) plus the ``H x W`` running maps, whatever ``num_queries``.
 """
 import torch
