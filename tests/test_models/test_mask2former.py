@@ -116,3 +116,25 @@ def test_bad_configs_fail_clearly():
     batch['gt_bboxes_ignore'] = [torch.zeros(0, 4)] * 2
     with pytest.raises(NotImplementedError, match='gt_bboxes_ignore'):
         model.forward_train(**batch)
+
+
+def test_decoder_and_encoder_segments_are_exact():
+    """Segments over the decoder layers (each with its prediction) and the encoder layers:
+    one checkpoint per span, the same losses and gradients as the plain run."""
+    torch.manual_seed(0)
+    model = build_detector(m2f_cfg(drop=0.1))
+    model.train()
+    batch = panoptic_batch()
+    ref = _run(model, batch)
+    chains = model.checkpoint_chains()
+    assert ['panoptic_head.transformer_decoder.layers.0', 'panoptic_head.transformer_decoder.'
+            'layers.1', 'panoptic_head.transformer_decoder.layers.2'] in chains
+    model.set_checkpoint_segments([
+        ['panoptic_head.transformer_decoder.layers.0',
+         'panoptic_head.transformer_decoder.layers.2'],
+        ['panoptic_head.pixel_decoder.encoder.layers.0',
+         'panoptic_head.pixel_decoder.encoder.layers.1']])
+    got = _run(model, batch)
+    for a, b in zip(ref[:2], got[:2]):
+        for k in a:
+            torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-6, msg=lambda m: f'{k}: {m}')

@@ -98,3 +98,19 @@ def test_pixel_decoder_input_projection():
     assert all(torch.isfinite(v) for v in losses.values())
     assert [n for n in model.checkpoint_units() if 'pixel_decoder' in n][0] == \
         'panoptic_head.pixel_decoder.last_feat'
+
+
+def test_decoder_segment_is_exact():
+    """One segment over the decoder layers (each with its prediction): the plain run's losses
+    and gradients."""
+    torch.manual_seed(0)
+    model = build_detector(mf_cfg(drop=0.1))
+    model.train()
+    batch = panoptic_batch()
+    ref = _run(model, batch)
+    model.set_checkpoint_segments([['panoptic_head.transformer_decoder.layers.0',
+                                    'panoptic_head.transformer_decoder.layers.2']])
+    got = _run(model, batch)
+    for a, b in zip(ref[:2], got[:2]):
+        for k in a:
+            torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-6, msg=lambda m: f'{k}: {m}')
