@@ -68,6 +68,8 @@ def test_train_and_test_result_formats():
         assert sum(len(b) for b in bbox_results) == sum(len(m) for m in mask_results)
         assert all(m.shape == meta['ori_shape'][:2] and m.dtype == bool
                    for ms in mask_results for m in ms)
+    img = np.zeros(metas()[0]['ori_shape'], np.uint8)
+    assert model.show_result(img, results[0]).shape == img.shape
 
 
 def test_instance_only_results_are_bbox_and_mask_lists():
@@ -80,6 +82,8 @@ def test_instance_only_results_are_bbox_and_mask_lists():
         results = model.simple_test(panoptic_batch()['img'], metas())
     bbox_results, mask_results = results[0]
     assert len(bbox_results) == 3 and len(mask_results) == 3
+    img = np.zeros((64, 64, 3), np.uint8)
+    assert model.show_result(img, results[0], score_thr=0.).shape == img.shape
 
 
 @pytest.mark.parametrize('mode', ['full', 'selective', 'offload'])

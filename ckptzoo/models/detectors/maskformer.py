@@ -12,14 +12,16 @@ head, which makes the full-size masks per chunk of queries (bounded memory, see
 from ...core.bbox import bbox2result
 from ...registry import MODELS
 from .base import BaseDetector
+from .panoptic_two_stage_segmentor import BasePanopticSegmentor
 
 __all__ = ['MaskFormer']
 
 
 @MODELS.register_module()
-class MaskFormer(BaseDetector):
+class MaskFormer(BasePanopticSegmentor, BaseDetector):
     """Args (mmdet's): ``backbone``, ``neck``, ``panoptic_head``, ``panoptic_fusion_head``,
-    ``train_cfg``, ``test_cfg``, ``init_cfg``."""
+    ``train_cfg``, ``test_cfg``, ``init_cfg``. ``show_result`` draws a panoptic result's
+    segments (the panoptic segmentors' drawing), an instance result as other detectors."""
 
     def __init__(self, backbone, neck=None, panoptic_head=None, panoptic_fusion_head=None,
                  train_cfg=None, test_cfg=None, init_cfg=None):
