@@ -130,3 +130,8 @@ __all__ += ['DecoupledSOLOHead']
 __all__ += ['DecoupledSOLOLightHead']
 __all__ += ['MaskFeatModule']
 __all__ += ['SOLOV2Head']
+
+from .maskformer_head import MaskFormerHead  # noqa: E402
+from .mask2former_head import Mask2FormerHead  # noqa: E402
+
+__all__ += ['MaskFormerHead', 'Mask2FormerHead']

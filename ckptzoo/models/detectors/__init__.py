@@ -118,3 +118,8 @@ __all__ += ['SOLO']
 from .solov2 import SOLOv2  # noqa: E402
 
 __all__ += ['SOLOv2']
+
+from .maskformer import MaskFormer  # noqa: E402
+from .mask2former import Mask2Former  # noqa: E402
+
+__all__ += ['MaskFormer', 'Mask2Former']

@@ -46,3 +46,4 @@ from .transformer import (DeformableDetrTransformer,  # noqa: F401
                           DeformableDetrTransformerDecoder, DetrTransformerDecoder,
                           DetrTransformerDecoderLayer, DetrTransformerEncoder, DynamicConv,
                           Transformer, inverse_sigmoid)
+from .panoptic_gt_processing import preprocess_panoptic_gt  # noqa: F401,E402

@@ -3,3 +3,7 @@ from .heuristic_fusion_head import HeuristicFusionHead  # noqa: F401
 
 __all__ = ['BasePanopticFusionHead']
 __all__ += ['HeuristicFusionHead']
+
+from .maskformer_fusion_head import MaskFormerFusionHead  # noqa: F401,E402
+
+__all__ += ['MaskFormerFusionHead']
