@@ -68,6 +68,8 @@ def planner_config(model):
         return _mask_rcnn_config(model)
     if model in PLANNER_COCO:
         return _coco_config(PLANNER_COCO[model])
+    if model in PLANNER_QUERY:
+        return _query_config(PLANNER_QUERY[model])
     if model == 'resnet50':
         cfg = Config.fromfile(osp.join(ROOT, 'configs/classification/resnet50_imagefolder.py'))
         cfg.data.samples_per_gpu = 8
@@ -94,6 +96,52 @@ PLANNER_COCO = {'fcos': 'configs/coco/fcos_r50_caffe_fpn_gn-head_1x_coco.py',
 #: YOLOX at reduced scale: half of mmdet's 640 px, the random sizes in the same proportion
 #: (mmdet: 15-25 x 32 around 640; here 8-12 x 32 = 256-384 around 320)
 YOLOX_SCALE, YOLOX_RANDOM_RANGE = 320, (8, 12)
+
+
+#: the query-based configs of ``planner_config`` at the same reduced scale: their pipelines'
+#: random crops and multi-scale policies (``AutoAugment``, large-scale jittering) replaced by the
+#: one ``Resize`` to 512x320 that the other rows use, so every row measures one batch shape
+PLANNER_QUERY = {'deformable_detr': 'configs/coco/deformable_detr_r50_16x2_50e_coco.py',
+                 'mask2former': 'configs/coco/mask2former_r50_lsj_8x2_50e_coco-panoptic.py'}
+
+
+def _query_config(path):
+    """``path`` (DETR-like on generated COCO, or Mask2Former panoptic on generated COCO
+    panoptic data with COCO's names) at 512x320, batch 2, 8 images with 1-8 objects."""
+    from mmengine.config import Config
+    from ckptzoo.datasets import generate_coco
+    from ckptzoo.datasets.synthetic_coco_panoptic import generate_coco_panoptic
+    cfg = without_pretrained(Config.fromfile(osp.join(ROOT, path)))
+    norm = next(t for t in cfg.data.train.pipeline if t['type'] == 'Normalize')
+    head = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True)]
+    keys = ['img', 'gt_bboxes', 'gt_labels']
+    train = cfg.data.train
+    if train.type == 'CocoPanopticDataset':
+        root = generate_coco_panoptic(
+            osp.join(ROOT, 'data/benchmark_coco_panoptic'), num_train=8, num_val=0,
+            img_size=((320, 320), (512, 512)), max_objects=8, seed=0,
+            names=('person', 'bicycle', 'car', 'sand', 'sky-other-merged', 'wall-other-merged'))
+        head = [dict(type='LoadImageFromFile', to_float32=True),
+                dict(type='LoadPanopticAnnotations', with_bbox=True, with_mask=True,
+                     with_seg=True)]
+        keys += ['gt_masks', 'gt_semantic_seg']
+        train.seg_prefix = osp.join(root, 'annotations', 'panoptic_train2017') + '/'
+        train.ann_file = osp.join(root, 'annotations', 'panoptic_train2017.json')
+    else:
+        root = generate_coco(osp.join(ROOT, 'data/benchmark_coco'), num_train=8, num_val=0,
+                             img_size=((320, 320), (512, 512)), img_shapes=[(320, 512)],
+                             names=('person', 'bicycle', 'car'), cat_ids=(1, 2, 3), seed=0,
+                             max_objects=8)
+        train.ann_file = osp.join(root, 'annotations/instances_train2017.json')
+    train.img_prefix = osp.join(root, 'train2017') + '/'
+    train.pipeline = head + [
+        dict(type='RandomFlip', flip_ratio=0.5),
+        dict(type='Resize', img_scale=(512, 320), keep_ratio=True), dict(norm),
+        dict(type='Pad', size_divisor=32),
+        dict(type='DefaultFormatBundle', img_to_float=True), dict(type='Collect', keys=keys)]
+    cfg.data.samples_per_gpu = 2
+    cfg.data.workers_per_gpu = 0
+    return cfg
 
 
 def _mask_rcnn_config(model='mask_rcnn'):
