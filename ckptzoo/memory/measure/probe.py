@@ -297,7 +297,8 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
     so a step the loss scaler skips cannot hide it), and with gradient accumulation it is a
     window's last iteration, the gradients held from its start
     (:func:`~ckptzoo.memory.measure.step.train_step`; the table's ``window``). ``derive_full=False``
-    records ``'full'`` too (to check the derivation). Units are measured one by one (segments
+    records ``'full'`` too (to check the derivation). The table lists the units in the order the
+    plain step runs them (a model may list them otherwise). Units are measured one by one (segments
     are lifted for the probe); the plan and segments in force are restored afterwards.
     ``chains`` (where segments may be formed) default to the model's own
     (``checkpoint_chains()``). ``timeline`` (a :class:`~ckptzoo.memory.measure.timeline.Timeline`, or
@@ -327,6 +328,9 @@ def probe(run: Run, batch: dict[str, Any], modes: Sequence[str | None] = MODES,
                               'probe step (e.g. past the last output a backbone returns): '
                               'they are left plain and out of the plan')
                 order = [n for n in order if n not in missing]
+            if mode is None:  # the table follows the units in the order they run
+                ran = dict.fromkeys(u for k, u, *_ in rec.events if k == 'fstart')
+                order = [n for n in ran if n in set(order)]
             elif missing:
                 raise RuntimeError(f'checkpoint units {missing} ran in the plain probe step '
                                    f'but not under mode {mode!r}: the unit list and the '
