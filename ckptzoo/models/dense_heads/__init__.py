@@ -113,3 +113,7 @@ __all__ += ['LDHead']
 from .ascend_retina_head import AscendAnchorHead, AscendRetinaHead  # noqa: E402
 
 __all__ += ['AscendAnchorHead', 'AscendRetinaHead']
+from .detr_head import DETRHead  # noqa: E402
+from .deformable_detr_head import DeformableDETRHead  # noqa: E402
+
+__all__ += ['DETRHead', 'DeformableDETRHead']

@@ -94,3 +94,6 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+from .detr import DETR, DeformableDETR  # noqa: E402
+
+__all__ += ['DETR', 'DeformableDETR']
