@@ -47,9 +47,12 @@ def test_config_builds_and_trains_one_step(path):
     if cfg.model.type == 'ImageClassifier':
         batch = dict(img=torch.randn(2, 3, 64, 64), gt_label=torch.tensor([0, 1]))
     else:
-        batch = _detection_batch(masks='mask_head' in cfg.model.get('roi_head', {}))
+        batch = _detection_batch(masks='mask_head' in cfg.model.get('roi_head', {})
+                                 or 'mask_head' in cfg.model)  # YOLACT: no roi_head
         if 'semantic_head' in cfg.model.get('roi_head', {}):  # HTC: maps at stride 8
             batch['gt_semantic_seg'] = torch.randint(0, 183, (2, 1, 8, 8), dtype=torch.uint8)
+        if cfg.model.type == 'PanopticFPN':  # panoptic labels (things, stuff, 255) at stride 4
+            batch['gt_semantic_seg'] = torch.randint(0, 6, (2, 1, 16, 16), dtype=torch.int32)
     outputs = model.train_step(batch, None)
     assert torch.isfinite(outputs['loss'])
     outputs['loss'].backward()

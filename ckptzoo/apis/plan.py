@@ -20,6 +20,7 @@ same options, and the plan is data that nothing changes afterwards (the re-plann
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os.path as osp
@@ -117,9 +118,14 @@ class ProbeSession:
         self.unseen = 0 if on_cuda(self.run) else self.buckets
         optimizer_hook(runner).before_run(runner)
         self._samplers = set_sampling_at_capacity(self.model, True)
+        # a model that resizes its batches (YOLOX) runs each probe batch at its own shape
+        keep = getattr(self.model, 'keep_batch_shape', None)
+        self._kept = keep() if keep is not None else contextlib.nullcontext()
+        self._kept.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
+        self._kept.__exit__(None, None, None)
         restore_sampling_at_capacity(self._samplers)
         runner = self.run.runner
         runner.model = self.wrapper
@@ -184,10 +190,22 @@ def outer_options(cfg: Config, cuda: bool) -> list[dict[str, Any]]:
     return out
 
 
-def batch_shapes(run: TrainingRun, cfg: Config) -> LoaderShapes:
+def batch_shapes(run: TrainingRun, cfg: Config, **kwargs: Any) -> LoaderShapes:
     """The padded batch shapes and box counts the run's training loader gives
-    (:func:`~ckptzoo.datasets.batch_shapes.loader_shapes` at the run's ``samples_per_gpu``)."""
-    return loader_shapes(cfg, run.data_loaders[0].dataset, run.options.samples_per_gpu)
+    (:func:`~ckptzoo.datasets.batch_shapes.loader_shapes` at the run's ``samples_per_gpu``),
+    as the model trains them: a model that resizes its batches (``train_shapes``: YOLOX's
+    random sizes) trains at the sizes it draws."""
+    kwargs.setdefault('samples_per_gpu', run.options.samples_per_gpu)
+    shapes = loader_shapes(cfg, run.data_loaders[0].dataset, kwargs.pop('samples_per_gpu'),
+                           **kwargs)
+    model = unwrap_model(run.runner.model)
+    if hasattr(model, 'train_shapes'):
+        sizes = sorted({s for g in shapes.groups for shape, _ in g.shapes
+                        for s, _ in model.train_shapes(shape)})
+        shapes = shapes.trained_at(model.train_shapes, (
+            f'{type(model).__name__} resizes each batch to the size it trains at, so the '
+            f'buckets cover the sizes it can draw ({", ".join(f"{h}x{w}" for h, w in sizes)}).'))
+    return shapes
 
 
 def _probe_shapes(buckets, divisor=32):
@@ -402,7 +420,7 @@ def plan_made_for(run: TrainingRun, cfg: Config, samples_per_gpu: int) -> dict[s
     """What a plan for ``run`` at ``samples_per_gpu`` is made for (the plan file's
     ``made_for``, :mod:`ckptzoo.memory.plan_fit`): its model and the batch shapes and box
     counts its training data gives (the worst cases only: one epoch's indices, no images)."""
-    shapes = loader_shapes(cfg, run.data_loaders[0].dataset, samples_per_gpu, epochs=1)
+    shapes = batch_shapes(run, cfg, samples_per_gpu=samples_per_gpu, epochs=1)
     return made_for(unwrap_model(run.runner.model), shapes)
 
 

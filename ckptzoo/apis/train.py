@@ -57,15 +57,17 @@ def prepare_synthetic_data(cfg: Config, distributed: bool = False) -> str | None
 
     ``format='voc'`` (the default) takes the arguments of
     :func:`ckptzoo.datasets.generate_voc`, ``format='coco'`` those of
-    :func:`ckptzoo.datasets.generate_coco`."""
+    :func:`ckptzoo.datasets.generate_coco`, ``format='coco_panoptic'`` those of
+    :func:`ckptzoo.datasets.generate_coco_panoptic`."""
     spec = cfg.get('synthetic_data')
     if not spec:
         return None
-    from ..datasets import generate_coco, generate_voc
+    from ..datasets import generate_coco, generate_coco_panoptic, generate_voc
     from ..runner.dist_utils import get_dist_info
     spec = dict(spec)
     fmt = spec.pop('format', 'voc')
-    generators = dict(voc=generate_voc, coco=generate_coco)
+    generators = dict(voc=generate_voc, coco=generate_coco,
+                      coco_panoptic=generate_coco_panoptic)
     if fmt not in generators:
         raise ValueError(f'synthetic_data.format must be one of {sorted(generators)}, '
                          f'got {fmt!r}')

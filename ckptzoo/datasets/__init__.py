@@ -48,3 +48,7 @@ __all__ += ['OpenImagesDataset', 'OpenImagesChallengeDataset', 'generate_openima
 from .dataset_wrappers import MultiImageMixDataset  # noqa: E402
 
 __all__ += ['MultiImageMixDataset']
+from .coco_panoptic import CocoPanopticDataset  # noqa: E402
+from .synthetic_coco_panoptic import generate_coco_panoptic  # noqa: E402
+
+__all__ += ['CocoPanopticDataset', 'generate_coco_panoptic']

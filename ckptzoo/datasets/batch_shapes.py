@@ -107,6 +107,28 @@ class LoaderShapes:
                 total[shape] += g.weight * freq
         return sorted(total.items(), key=lambda kv: (-kv[0][0] * kv[0][1], kv[0]))
 
+    def trained_at(self, train_shapes, why: str) -> LoaderShapes:
+        """These batches as a model that resizes them in its forward trains them (YOLOX's
+        random sizes): ``train_shapes(shape)`` gives the ``[(shape, share)]`` a batch of
+        ``shape`` runs at; each group's shapes and ``worst`` become those, and ``why`` is
+        added to the note."""
+        groups = []
+        for g in self.groups:
+            shares = Counter()
+            for shape, freq in g.shapes:
+                for trained, share in train_shapes(shape):
+                    shares[tuple(trained)] += freq * share
+            worst = [tuple(s) for s, _ in train_shapes(g.worst)] + [s for s in shares]
+            worst = (max(s[0] for s in worst), max(s[1] for s in worst))
+            shapes = sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))
+            if worst not in shares:
+                shapes.append((worst, 0.0))
+            groups.append(GroupShapes(g.flag, g.num_images, worst, shapes,
+                                      g.max_boxes_per_image, g.max_boxes_per_batch, g.weight))
+        note = why if self.note is None else f'{self.note} {why}'
+        return LoaderShapes(groups, self.samples_per_gpu, self.from_data, note, self.epochs,
+                            self.image_sizes)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.update(worst=self.worst, max_boxes_per_image=self.max_boxes_per_image,
@@ -332,8 +354,16 @@ def _table(dataset, pipeline: list):
                 else [x for p in parts for x in p[k]])
         return join(0), join(1), join(2), why
     if hasattr(dataset, 'pipeline_types'):  # MultiImageMixDataset's own pipeline
-        return None, None, None, (f'{type(dataset).__name__} mixes several images into each '
-                                  f'item ({", ".join(dataset.pipeline_types)})')
+        why = (f'{type(dataset).__name__} mixes several images into each item '
+               f'({", ".join(dataset.pipeline_types)})')
+        _, counts, _, _ = _table(dataset.dataset, pipeline)
+        if counts is None:
+            return None, None, None, why
+        # at most its own boxes and all of every partner's (Mosaic 3, MixUp 1), each
+        # partner bounded by the image with the most
+        partners = sum(getattr(t, 'num_partners', 0) for t in dataset.pipeline)
+        most = max(counts, default=0)
+        return None, [c + partners * most for c in counts], None, why
     inner = getattr(dataset, 'dataset', None)
     if inner is not None:
         if hasattr(dataset, 'repeat_indices'):

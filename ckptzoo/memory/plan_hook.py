@@ -67,7 +67,9 @@ class MemoryPlanHook(Hook):
     """Switch the checkpoint plan per batch, measure the step's memory, log it, guard a budget.
 
     Register it with priority :data:`PRIORITY` (45): after the optimizer hook, so that its
-    ``after_train_iter`` sees the backward and the optimizer step.
+    ``after_train_iter`` sees the backward and the optimizer step. A batch's shape is its
+    padded ``(H, W)``, or, for a model that resizes its batches (``train_shape``: YOLOX's
+    random sizes), the size the model trains it at.
 
     Args:
         buckets (list | None): :class:`~ckptzoo.memory.model.buckets.Bucket` (or objects with its
@@ -196,6 +198,9 @@ class MemoryPlanHook(Hook):
     def before_train_iter(self, runner):
         batch = getattr(runner, 'data_batch', None)
         shape, boxes = batch_shape(batch), batch_boxes(batch)
+        model = unwrap_model(runner.model)
+        if shape is not None and hasattr(model, 'train_shape'):
+            shape = tuple(model.train_shape(shape))  # a model that resizes it (YOLOX)
         if self.buckets:
             self._apply(runner, self._choose(runner, shape))
         self._close_meter()  # a step that raised left it open

@@ -8,3 +8,5 @@ from .heads import *  # noqa: F401,F403
 from .dense_heads import *  # noqa: F401,F403
 from .roi_heads import *  # noqa: F401,F403
 from .detectors import *  # noqa: F401,F403
+from .seg_heads import *  # noqa: F401,F403
+from .plugins import *  # noqa: F401,F403

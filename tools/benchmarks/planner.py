@@ -9,7 +9,8 @@ For each model (ResNet-50 classifier, batch 8, 224 px, generated images; RetinaN
 COCO data with polygon masks at 512x320, the RoI samplers at their largest counts as the
 planner probes them; ``cascade_mask_rcnn``: Cascade Mask R-CNN R50-FPN
 ``configs/coco/cascade_mask_rcnn_r50_fpn_1x_coco.py`` likewise, on request; ``fcos`` / ``atss``:
-mmdet's FCOS R50 (caffe, GN head) / ATSS R50 COCO configs likewise, on request): the plans a user sets by hand (plain, the backbone's ``with_cp``, every
+mmdet's FCOS R50 (caffe, GN head) / ATSS R50 COCO configs likewise, on request; ``yolox_s``:
+mmdet's YOLOX-S at 320x320, random sizes 256-384, measured at the largest, on request): the plans a user sets by hand (plain, the backbone's ``with_cp``, every
 unit ``'full'``) predicted and measured, then one probe, then ``--budgets`` budgets evenly spaced between the predicted peak with
 every unit ``'full'`` and the plain peak. At each budget the solver's plan is applied and its
 peak measured: the exact peak of live tensor storage of one step (``LiveTensorTracker``; CUDA:
@@ -78,7 +79,12 @@ def _bench(name, args, out, cfg, run, session):
     from ckptzoo.memory.measure.step import probe_batch, train_step, worst_case_shape
     from ckptzoo.memory.measure.timing import (interleaved_step_times, measured_peaks, median_ratio,
                                        paired_step_times)
-    batch = probe_batch(run, worst_case_shape(cfg))
+    shape = worst_case_shape(cfg)
+    model = run.runner.model
+    if hasattr(model, 'train_shapes'):  # YOLOX trains at the largest size it draws
+        sizes = [s for s, _ in model.train_shapes(shape)]
+        shape = (max(h for h, _ in sizes), max(w for _, w in sizes))
+    batch = probe_batch(run, shape)
     train_step(run, batch)  # warm-up: optimizer state exists as in every later step
     plain = {'plain': {'*': None}}
     steps = interleaved_step_times(run, batch, plain, rounds=2)['plain']
@@ -112,6 +118,7 @@ def _bench(name, args, out, cfg, run, session):
     if chen:
         plans['Chen sqrt(n)'] = _plan(table, chen)
     peaks = measured_peaks(run, batch, plans)
+    sols, replans = _validated(run, batch, table, budgets, sols, planned, plans, peaks)
     pairs = {}
     for sol, keys in zip(sols, per_budget):
         mine = planned[_key(_plan(table, sol.plan))]
@@ -125,11 +132,13 @@ def _bench(name, args, out, cfg, run, session):
     print(f'{name}: {len(planned)} planner plans, per-stage candidates {candidates}, '
           f'{len(pairs)} pairs', file=sys.stderr, flush=True)
     rows = []
-    for budget, sol, keys in zip(budgets, sols, per_budget):
+    for budget, sol, keys, again in zip(budgets, sols, per_budget, replans):
         modes = plan_modes(table, sol.plan)
         mine = planned[_key(_plan(table, sol.plan))]
         counts = {m: sum(1 for v in modes.values() if v == m) for m in set(modes.values())}
         counts = dict(counts, **{'segments': len(plan_segments(table, sol.plan))})
+        if again:
+            counts['re-planned'] = f'{again}×'
         fit_pred = [(predict_time(table, stages[k]), k) for k in stages
                     if predict_peak(table, stages[k]) <= budget]
         refs = []  # (planner / reference, reference, planner seconds, reference seconds)
@@ -147,6 +156,7 @@ def _bench(name, args, out, cfg, run, session):
     named = _named_plans(table)
     named_peaks = measured_peaks(run, batch, {k: _plan(table, v) for k, v in named.items()})
     kept_plain = sum(u.kept[None] for u in table.units)
+    evaluation = _eval_peak(run, batch)
     device = 'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU'
     out += [f'### {name}', '',
             f'device: {device}; plain step (median of 2 before and 2 after the probe) {step * 1e3:.0f} ms; probe '
@@ -160,6 +170,9 @@ def _bench(name, args, out, cfg, run, session):
                 f'; Chen sqrt(n) ({len(plan_segments(table, chen))} segments): predicted '
                 f'{predict_peak(table, chen) / MIB:.1f} MiB, measured '
                 f'{peaks["Chen sqrt(n)"] / MIB:.1f} MiB' if chen else '') + '; '
+            + (f'evaluation of the batch (simple_test, rescale=True, no gradients): peak '
+               f'{evaluation / MIB:.1f} MiB, against the plain training step\'s '
+               f'{named_peaks["plain"] / MIB:.1f} MiB; ' if evaluation is not None else '') +
             f'{len(pairs)} pairs (planner '
             f'plan, per-stage flags {", ".join(k[7:] for k in candidates)}) timed step by '
             f'step, {args.rounds} rounds', '',
@@ -195,12 +208,64 @@ def _bench(name, args, out, cfg, run, session):
     out.append('')
 
 
+def _eval_peak(run, batch):
+    """The peak of one evaluation forward of ``batch``'s images (``simple_test`` with
+    ``rescale=True``: results at the original image size, as ``tools/test.py`` makes them),
+    no gradients, the weights counted; None on CUDA (the CPU tracker) or for a model without
+    a test mode."""
+    import torch
+    from ckptzoo.memory.measure.trackers import peak_live_bytes
+    model = run.runner.model
+    if torch.cuda.is_available() or 'img_metas' not in batch:
+        return None
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            peak, _ = peak_live_bytes(model, existing=model, img=[batch['img']],
+                                      img_metas=[batch['img_metas']], return_loss=False,
+                                      rescale=True)
+    finally:
+        model.train(was)
+    return peak
+
+
+def _validated(run, batch, table, budgets, sols, planned, plans, peaks, max_replans=2):
+    """The planner's validation (``plan_checkpoints``), per budget: while the solver's plan
+    measures over the budget, solve again for the budget less a margin raised by the observed
+    error, at most ``max_replans`` times. ``(sols, replans)``; new plans join ``planned``,
+    ``plans`` and ``peaks``."""
+    from ckptzoo.memory import InfeasibleBudget, choose_plan
+    from ckptzoo.memory.measure.timing import measured_peaks
+    out, counts = [], []
+    for budget, sol in zip(budgets, sols):
+        name = planned[_key(_plan(table, sol.plan))]
+        margin, again = 0.0, 0
+        while peaks[name] > budget and again < max_replans:
+            margin += max((peaks[name] - sol.peak) / max(sol.peak, 1), 1e-3)
+            try:
+                sol = choose_plan(table, int(budget * (1 - margin)))
+            except InfeasibleBudget:
+                break
+            again += 1
+            name = planned.setdefault(_key(_plan(table, sol.plan)), f'plan {len(planned)}')
+            if name not in peaks:
+                plans[name] = _plan(table, sol.plan)
+                peaks.update(measured_peaks(run, batch, {name: plans[name]}))
+        out.append(sol)
+        counts.append(again)
+    return out, counts
+
+
 def _named_plans(table):
-    """Plain, what ``with_cp=True`` in the backbone gives (its residual stages' units), and
-    every unit ``'full'``."""
+    """Plain, what ``with_cp=True`` in the backbone gives (its residual stages' units;
+    CSPDarknet's: all its units), and every unit ``'full'``."""
     from ckptzoo.memory import plan_from_modes, uniform_plan
+    csp = any(n.startswith('backbone.stage') and n[len('backbone.stage'):][:1].isdigit()
+              for n in table.names)  # CSPDarknet: with_cp is its stem and every stage module
     backbone = {n: 'full' for n in table.names
-                if n.startswith(('backbone.layer', 'backbone.stages.', 'backbone.features.'))}
+                if n.startswith(('backbone.layer', 'backbone.stages.', 'backbone.features.'))
+                or csp and n.startswith(('backbone.stem', 'backbone.stage'))}
     return {'plain': uniform_plan(table, None),
             'backbone with_cp=True': plan_from_modes(table, backbone),
             "every unit 'full'": uniform_plan(table, 'full')}
@@ -210,7 +275,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--models', nargs='+', default=['resnet50', 'retinanet', 'mask_rcnn'],
                         choices=['resnet50', 'retinanet', 'mask_rcnn', 'cascade_mask_rcnn',
-                                 'fcos', 'atss'])
+                                 *synthetic.PLANNER_COCO])
     parser.add_argument('--budgets', type=int, default=10)
     parser.add_argument('--rounds', type=int, default=3,
                         help='interleaved timed steps per plan (medians); 0: peaks only')

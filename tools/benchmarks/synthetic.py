@@ -89,7 +89,11 @@ def planner_config(model):
 
 #: the one-stage COCO configs of ``planner_config``, at the Mask R-CNNs' reduced scale
 PLANNER_COCO = {'fcos': 'configs/coco/fcos_r50_caffe_fpn_gn-head_1x_coco.py',
-                'atss': 'configs/coco/atss_r50_fpn_1x_coco.py'}
+                'atss': 'configs/coco/atss_r50_fpn_1x_coco.py',
+                'yolox_s': 'configs/coco/yolox_s_8x8_300e_coco.py'}
+#: YOLOX at reduced scale: half of mmdet's 640 px, the random sizes in the same proportion
+#: (mmdet: 15-25 x 32 around 640; here 8-12 x 32 = 256-384 around 320)
+YOLOX_SCALE, YOLOX_RANDOM_RANGE = 320, (8, 12)
 
 
 def _mask_rcnn_config(model='mask_rcnn'):
@@ -106,11 +110,20 @@ def _coco_config(path):
                          img_size=((320, 320), (512, 512)), img_shapes=[(320, 512)],
                          names=('person', 'bicycle', 'car'), cat_ids=(1, 2, 3), seed=0,
                          max_objects=8)
-    train = cfg.data.train
+    mixed = cfg.data.train.type == 'MultiImageMixDataset'
+    train = cfg.data.train.dataset if mixed else cfg.data.train
     train.ann_file = osp.join(root, 'annotations/instances_train2017.json')
     train.img_prefix = osp.join(root, 'train2017') + '/'
-    for t in train.pipeline:
-        if t['type'] == 'Resize':
+    if mixed:  # YOLOX: its square pipeline at YOLOX_SCALE, the random sizes around it
+        size = YOLOX_SCALE
+        cfg.model.update(input_size=(size, size), random_size_range=YOLOX_RANDOM_RANGE)
+        for t in cfg.data.train.pipeline:
+            if 'img_scale' in t:
+                t['img_scale'] = (size, size)
+            if t['type'] == 'RandomAffine':
+                t['border'] = (-size // 2, -size // 2)
+    for t in cfg.data.train.pipeline if mixed else train.pipeline:
+        if t['type'] == 'Resize' and not mixed:
             t.update(img_scale=(512, 320), keep_ratio=True)
     cfg.data.samples_per_gpu = 2
     cfg.data.workers_per_gpu = 0

@@ -40,6 +40,9 @@ RUNS = {
                                 ('bbox_mAP', ), (4, 8, 12)),
     'yolox_tiny_synthetic_coco': ('configs/coco/yolox_tiny_synthetic_coco_cp.py',
                                   ('bbox_mAP', ), (8, 16, 20, 24)),
+    'panoptic_fpn_r18_synthetic_coco_panoptic': (
+        'configs/coco/panoptic_fpn_r18_fpn_synthetic_coco_panoptic_cp.py',
+        ('PQ', 'PQ_th', 'PQ_st'), (4, 8, 12)),
 }
 
 

@@ -328,8 +328,9 @@ def _check_dist_params(config):
 def _check_synthetic_data(config):
     if config is None:
         return
-    from ...datasets import generate_coco, generate_voc
-    generators = dict(voc=generate_voc, coco=generate_coco)
+    from ...datasets import generate_coco, generate_coco_panoptic, generate_voc
+    generators = dict(voc=generate_voc, coco=generate_coco,
+                      coco_panoptic=generate_coco_panoptic)
     fmt = config.get('format', 'voc') if isinstance(config, dict) else None
     if fmt not in generators:
         raise ConfigError(f'synthetic_data must be a dict with format one of '

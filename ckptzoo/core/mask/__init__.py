@@ -7,3 +7,7 @@ from .utils import encode_mask_results
 
 __all__ = ['BaseInstanceMasks', 'BitmapMasks', 'PolygonMasks', 'bitmap_to_polygon', 'encode_mask_results',
            'mask_target', 'poly2mask', 'polygon_to_bitmap']
+
+from .utils import mask2bbox  # noqa: E402
+
+__all__ += ['mask2bbox']

@@ -13,3 +13,6 @@ __all__ += ['flip_tensor']
 from .gaussian_mixture import GaussianMixture1D  # noqa: E402
 
 __all__ += ['GaussianMixture1D']
+from .misc import center_of_mass, generate_coordinate  # noqa: E402
+
+__all__ += ['center_of_mass', 'generate_coordinate']

@@ -21,6 +21,9 @@ from .mix_transforms import MixUp, Mosaic  # noqa: E402
 from .yolox_aug import RandomAffine, YOLOXHSVRandomAug  # noqa: E402
 
 __all__ += ['FilterAnnotations', 'MixUp', 'Mosaic', 'RandomAffine', 'YOLOXHSVRandomAug']
+from .loading import LoadPanopticAnnotations  # noqa: E402
+
+__all__ += ['LoadPanopticAnnotations']
 
 from .auto_augment import AutoAugment  # noqa: E402
 from .transforms import RandomCrop  # noqa: E402

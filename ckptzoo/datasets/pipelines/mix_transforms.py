@@ -49,6 +49,9 @@ class Mosaic:
     ``prob`` 1.0 (the chance to apply it).
     """
 
+    #: images mixed into each item besides its own (the planner's box-count bound)
+    num_partners = 3
+
     def __init__(self, img_scale=(640, 640), center_ratio_range=(0.5, 1.5), min_bbox_size=0,
                  bbox_clip_border=True, skip_filter=True, pad_val=114, prob=1.0):
         _check_scale('Mosaic', img_scale)
@@ -150,6 +153,9 @@ class MixUp:
     ``min_bbox_size`` 5, ``min_area_ratio`` 0.2, ``max_aspect_ratio`` 20,
     ``bbox_clip_border`` True, ``skip_filter`` True.
     """
+
+    #: images mixed into each item besides its own (the planner's box-count bound)
+    num_partners = 1
 
     def __init__(self, img_scale=(640, 640), ratio_range=(0.5, 1.5), flip_ratio=0.5,
                  pad_val=114, max_iters=15, min_bbox_size=5, min_area_ratio=0.2,

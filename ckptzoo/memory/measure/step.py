@@ -87,6 +87,7 @@ def _fit_shape(batch, shape):
         ch, cw = min(h, img.shape[-2]), min(w, img.shape[-1])
         fitted[..., :ch, :cw] = img[..., :ch, :cw]
         batch['img'] = fitted
+        _fit_semantic_seg(batch, img.shape[-2:], (h, w))
     for meta in batch.get('img_metas', []):
         if 'img_shape' in meta:
             ih, iw = meta['img_shape'][:2]
@@ -108,6 +109,20 @@ def _fit_shape(batch, shape):
                     batch[labels_key][i] = batch[labels_key][i][keep]
                 if boxes_key == 'gt_bboxes' and batch.get('gt_masks') is not None:
                     batch['gt_masks'][i] = batch['gt_masks'][i][keep.cpu().numpy()]
+
+
+def _fit_semantic_seg(batch, img_hw, shape):
+    """A full-resolution ``gt_semantic_seg`` (N, 1, H, W) (the panoptic models') padded with
+    the ignore label 255 / cropped along with the image; a map of another size (HTC's 1/8
+    one) is left as it is."""
+    seg = batch.get('gt_semantic_seg')
+    if not isinstance(seg, torch.Tensor) or tuple(seg.shape[-2:]) != tuple(img_hw):
+        return
+    h, w = shape
+    fitted = seg.new_full(seg.shape[:-2] + (h, w), 255)
+    ch, cw = min(h, seg.shape[-2]), min(w, seg.shape[-1])
+    fitted[..., :ch, :cw] = seg[..., :ch, :cw]
+    batch['gt_semantic_seg'] = fitted
 
 
 def _fit_masks(batch):

@@ -113,6 +113,29 @@ __all__ += ['LDHead']
 from .ascend_retina_head import AscendAnchorHead, AscendRetinaHead  # noqa: E402
 
 __all__ += ['AscendAnchorHead', 'AscendRetinaHead']
+from .embedding_rpn_head import EmbeddingRPNHead  # noqa: E402
+
+__all__ += ['EmbeddingRPNHead']
+from .yolact_head import YOLACTHead, YOLACTProtonet, YOLACTSegmHead  # noqa: E402
+
+__all__ += ['YOLACTHead', 'YOLACTProtonet', 'YOLACTSegmHead']
+from .base_mask_head import BaseMaskHead  # noqa: E402
+from .solo_head import SOLOHead  # noqa: E402
+from .decoupled_solo_head import DecoupledSOLOHead, DecoupledSOLOLightHead  # noqa: E402
+from .solov2_head import MaskFeatModule, SOLOV2Head  # noqa: E402
+
+__all__ += ['BaseMaskHead']
+__all__ += ['SOLOHead']
+__all__ += ['DecoupledSOLOHead']
+__all__ += ['DecoupledSOLOLightHead']
+__all__ += ['MaskFeatModule']
+__all__ += ['SOLOV2Head']
+
+from .maskformer_head import MaskFormerHead  # noqa: E402
+from .mask2former_head import Mask2FormerHead  # noqa: E402
+
+__all__ += ['MaskFormerHead', 'Mask2FormerHead']
+
 from .detr_head import DETRHead  # noqa: E402
 from .deformable_detr_head import DeformableDETRHead  # noqa: E402
 

@@ -94,6 +94,36 @@ __all__ += ['CornerNet']
 from .kd_one_stage import KnowledgeDistillationSingleStageDetector  # noqa: E402
 
 __all__ += ['KnowledgeDistillationSingleStageDetector']
+from .panoptic_two_stage_segmentor import (BasePanopticSegmentor,  # noqa: E402
+                                           TwoStagePanopticSegmentor)
+
+__all__ += ['BasePanopticSegmentor']
+__all__ += ['TwoStagePanopticSegmentor']
+from .panoptic_fpn import PanopticFPN  # noqa: E402
+
+__all__ += ['PanopticFPN']
+from .single_stage_instance_seg import SingleStageInstanceSegmentor  # noqa: E402
+
+__all__ += ['SingleStageInstanceSegmentor']
+from .sparse_rcnn import SparseRCNN  # noqa: E402
+from .queryinst import QueryInst  # noqa: E402
+
+__all__ += ['SparseRCNN', 'QueryInst']
+from .yolact import YOLACT  # noqa: E402
+
+__all__ += ['YOLACT']
+from .solo import SOLO  # noqa: E402
+
+__all__ += ['SOLO']
+from .solov2 import SOLOv2  # noqa: E402
+
+__all__ += ['SOLOv2']
+
+from .maskformer import MaskFormer  # noqa: E402
+from .mask2former import Mask2Former  # noqa: E402
+
+__all__ += ['MaskFormer', 'Mask2Former']
+
 from .detr import DETR, DeformableDETR  # noqa: E402
 
 __all__ += ['DETR', 'DeformableDETR']

@@ -33,6 +33,7 @@ class TwoStageDetector(BaseDetector):
     TRAIN_CFG_KEYS = ('rpn', 'rpn_proposal', 'rcnn')
     TEST_CFG_KEYS = ('rpn', 'rcnn')
     TEST_INPUTS = ('proposals', )
+    RPN_NEEDS_TEST_CFG = True  # False: an rpn_head that takes no test_cfg.rpn (SparseRCNN)
 
     def __new__(cls, *args, **kwargs):
         # a dense-head key on a two-stage model (mmdet's objects365 RetinaNet config puts
@@ -57,7 +58,7 @@ class TwoStageDetector(BaseDetector):
                 raise TypeError(f'{owner} {name} must be a dict or None, got {cfg!r}')
             if cfg is not None:
                 check_keys(cfg, keys, name, owner=owner)
-        if rpn_head is not None and _sub(test_cfg, 'rpn') is None:
+        if rpn_head is not None and _sub(test_cfg, 'rpn') is None and self.RPN_NEEDS_TEST_CFG:
             raise ValueError(f'{owner} with an rpn_head needs test_cfg.rpn (nms_pre, '
                              f'max_per_img, nms, min_bbox_size), got test_cfg={test_cfg!r}')
         self.backbone = MODELS.build(self._backbone_cfg(backbone, pretrained))

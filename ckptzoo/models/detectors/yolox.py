@@ -17,7 +17,13 @@ Fixes over mmdet (same distribution of sizes, different draws):
   did (mmdet restarted at ``input_size`` and a fresh sequence). The planner's probe steps
   restore the state dict after probing, so they leave the sequence where it was;
 * the ground-truth boxes are rescaled in new tensors (mmdet scaled the caller's in place).
+
+The memory planner sees the sizes a batch trains at, not the loader's shape: ``train_shapes``
+(every size a training forward can run at, so the buckets cover them all), ``train_shape``
+(the size of the next forward, so the plan hook switches to its bucket) and
+``keep_batch_shape`` (the probe's steps run at the probe batch's own shape).
 """
+import contextlib
 import random
 
 import numpy as np
@@ -67,6 +73,8 @@ class YOLOX(SingleStageDetector):
         self._random_size_range = random_size_range
         self._random_size_interval = random_size_interval
         self._progress_in_iter = 0
+        self._keep_batch_shape = False
+        self._loader_batch = None
         self.register_state_dict_post_hook(_save_progress)
 
     @property
@@ -83,6 +91,45 @@ class YOLOX(SingleStageDetector):
         aspect = float(self._default_input_size[1]) / self._default_input_size[0]
         return self._size_multiplier * s, self._size_multiplier * int(aspect * s)
 
+    def drawable_sizes(self):
+        """Every ``(h, w)`` :meth:`random_size` can give, ascending."""
+        aspect = float(self._default_input_size[1]) / self._default_input_size[0]
+        lo, hi = self._random_size_range
+        return sorted({(self._size_multiplier * s, self._size_multiplier * int(aspect * s))
+                       for s in range(lo, hi + 1)})
+
+    def train_shape(self, batch_shape):
+        """The ``(h, w)`` the next training forward of a ``batch_shape`` batch runs at: the
+        current size, except where that is the default (no resize: the batch's own)."""
+        size = self._input_size
+        if self._keep_batch_shape or size == self._default_input_size:
+            return tuple(batch_shape)
+        return size
+
+    def train_shapes(self, batch_shape):
+        """Every ``(h, w)`` a training forward of a ``batch_shape`` batch can run at, each
+        with its share of the forwards (the draws are uniform over the sizes; a draw equal to
+        the default size keeps the batch's own)."""
+        sizes = [tuple(batch_shape) if size == self._default_input_size else size
+                 for size in self.drawable_sizes()]
+        shares = {}
+        for size in sizes:
+            shares[size] = shares.get(size, 0.0) + 1.0 / len(sizes)
+        if tuple(batch_shape) not in shares:  # the first interval: the default size
+            shares[tuple(batch_shape)] = 0.0
+        return sorted(shares.items())
+
+    @contextlib.contextmanager
+    def keep_batch_shape(self):
+        """Training forwards inside run at their batch's own shape (the planner's probe),
+        holding what a step at that size holds (a stand-in of the loader's batch)."""
+        keep, self._keep_batch_shape = self._keep_batch_shape, True
+        try:
+            yield self
+        finally:
+            self._keep_batch_shape = keep
+            self._loader_batch = None
+
     def forward_train(self, img, img_metas, gt_bboxes, gt_labels, gt_bboxes_ignore=None):
         """mmdet's: resize to the current size, the head's losses, count the forward."""
         img, gt_bboxes = self._preprocess(img, gt_bboxes)
@@ -91,6 +138,13 @@ class YOLOX(SingleStageDetector):
         return losses
 
     def _preprocess(self, img, gt_bboxes):
+        if self._keep_batch_shape:
+            # a training step at another size holds the loader's batch (at the default size)
+            # beside the resized one: the probe's step holds a stand-in of it until the next
+            self._loader_batch = None
+            if tuple(img.shape[-2:]) != self._default_input_size:
+                self._loader_batch = img.new_zeros(img.shape[:2] + self._default_input_size)
+            return img, gt_bboxes
         size = self._input_size
         scale_y = size[0] / self._default_input_size[0]
         scale_x = size[1] / self._default_input_size[1]

@@ -42,3 +42,6 @@ __all__ += ['KnowledgeDistillationKLDivLoss', 'knowledge_distillation_kl_div_los
 from .ae_loss import AssociativeEmbeddingLoss  # noqa: E402
 
 __all__ += ['AssociativeEmbeddingLoss']
+from .dice_loss import DiceLoss, dice_loss  # noqa: E402
+
+__all__ += ['DiceLoss', 'dice_loss']

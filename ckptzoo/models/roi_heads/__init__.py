@@ -32,3 +32,8 @@ from .scnet_roi_head import SCNetRoIHead  # noqa: E402
 
 __all__ += ['SCNetBBoxHead', 'FeatureRelayHead', 'GlobalContextHead', 'SCNetMaskHead',
             'SCNetSemanticHead', 'SCNetRoIHead']
+from .bbox_heads import DIIHead  # noqa: E402
+from .mask_heads import DynamicMaskHead  # noqa: E402
+from .sparse_roi_head import SparseRoIHead  # noqa: E402
+
+__all__ += ['DIIHead', 'DynamicMaskHead', 'SparseRoIHead']

@@ -34,6 +34,8 @@ from .gaussian_target import (gaussian2D, gaussian_radius, gen_gaussian_target, 
 
 from .hsigmoid import HSigmoid  # noqa: F401
 from .se_layer import DyReLU  # noqa: F401
+from .misc import interpolate_as  # noqa: F401
+from .conv_upsample import ConvUpsample  # noqa: F401
 
 from .transformer_layers import (FFN, BaseTransformerLayer, MultiheadAttention,  # noqa: F401
                                  MultiScaleDeformableAttention, TransformerLayerSequence,
@@ -44,3 +46,4 @@ from .transformer import (DeformableDetrTransformer,  # noqa: F401
                           DeformableDetrTransformerDecoder, DetrTransformerDecoder,
                           DetrTransformerDecoderLayer, DetrTransformerEncoder, DynamicConv,
                           Transformer, inverse_sigmoid)
+from .panoptic_gt_processing import preprocess_panoptic_gt  # noqa: F401,E402

@@ -42,3 +42,7 @@ from .yolox_lr_updater import YOLOXLrUpdaterHook  # noqa: E402
 from .yolox_mode_switch import YOLOXModeSwitchHook  # noqa: E402
 
 __all__ += ['SyncNormHook', 'YOLOXLrUpdaterHook', 'YOLOXModeSwitchHook']
+
+from .sync_random_size import SyncRandomSizeHook  # noqa: E402
+
+__all__ += ['SyncRandomSizeHook']

@@ -42,3 +42,6 @@ __all__ += ['SimOTAAssigner']
 from .hungarian_assigner import HungarianAssigner  # noqa: E402
 
 __all__ += ['HungarianAssigner']
+from .mask_hungarian_assigner import MaskHungarianAssigner  # noqa: E402
+
+__all__ += ['MaskHungarianAssigner']

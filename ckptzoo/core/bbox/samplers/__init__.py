@@ -13,3 +13,8 @@ __all__ = ['BaseSampler', 'PseudoSampler', 'RandomSampler', 'CombinedSampler',
            'InstanceBalancedPosSampler', 'IoUBalancedNegSampler', 'OHEMSampler',
            'SamplingResult', 'ScoreHLRSampler', 'samplers_of', 'set_sampling_at_capacity',
            'restore_sampling_at_capacity']
+
+from .mask_pseudo_sampler import MaskPseudoSampler  # noqa: E402
+from .mask_sampling_result import MaskSamplingResult  # noqa: E402
+
+__all__ += ['MaskPseudoSampler', 'MaskSamplingResult']

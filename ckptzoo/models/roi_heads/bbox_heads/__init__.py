@@ -6,3 +6,6 @@ from .scnet_bbox_head import SCNetBBoxHead
 
 __all__ = ['BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead', 'Shared4Conv1FCBBoxHead',
            'DoubleConvFCBBoxHead', 'SABLHead', 'SCNetBBoxHead']
+from .dii_head import DIIHead  # noqa: E402
+
+__all__ += ['DIIHead']

@@ -13,3 +13,6 @@ from .scnet_semantic_head import SCNetSemanticHead
 __all__ = ['CoarseMaskHead', 'FCNMaskHead', 'FusedSemanticHead', 'GridHead', 'HTCMaskHead',
            'MaskIoUHead', 'MaskPointHead', 'FeatureRelayHead', 'GlobalContextHead',
            'SCNetMaskHead', 'SCNetSemanticHead']
+from .dynamic_mask_head import DynamicMaskHead  # noqa: E402
+
+__all__ += ['DynamicMaskHead']
