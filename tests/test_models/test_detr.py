@@ -2,7 +2,6 @@
 configs at toy size: keys, a train step (every decoder layer's losses), backward, simple_test's
 format, padding masks from img_shape within batch_input_shape, and every checkpoint mode
 (each encoder / decoder layer a unit, segments over layers) exact with dropout 0.1."""
-import copy
 
 import numpy as np
 import pytest
