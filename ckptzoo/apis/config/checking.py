@@ -128,14 +128,17 @@ def _check_typed(cfg, path, registries, nested=None, extra=(), exclude=(), stric
             allowed = allowed | {'with_cp'}
         check_keys(set(cfg) - {'type'}, (allowed | set(extra)) - set(exclude), path,
                    owner=cls.__name__)
+    # keys a class reads from a nested part's config before building it (DETRHead pops
+    # loss_cls.bg_cls_weight): ``nested_config_keys = {argument: (key, ...)}``
+    nested_extra = getattr(cls, 'nested_config_keys', {})
     for key, value in cfg.items():
-        _walk(value, f'{path}.{key}', nested or registries, strict)
+        _walk(value, f'{path}.{key}', nested or registries, strict, nested_extra.get(key, ()))
 
 
-def _walk(value, path, registries, strict):
+def _walk(value, path, registries, strict, extra=()):
     if isinstance(value, dict):
         if 'type' in value and (strict or _lookup(value['type'], registries) is not None):
-            _check_typed(value, path, registries, strict=strict)
+            _check_typed(value, path, registries, strict=strict, extra=extra)
         else:
             for key, item in value.items():
                 _walk(item, f'{path}.{key}', registries, strict)

@@ -24,3 +24,8 @@ __all__ += ['FilterAnnotations', 'MixUp', 'Mosaic', 'RandomAffine', 'YOLOXHSVRan
 from .loading import LoadPanopticAnnotations  # noqa: E402
 
 __all__ += ['LoadPanopticAnnotations']
+
+from .auto_augment import AutoAugment  # noqa: E402
+from .transforms import RandomCrop  # noqa: E402
+
+__all__ += ['AutoAugment', 'RandomCrop']

@@ -366,3 +366,91 @@ class SegRescale:
 
     def __repr__(self):
         return f'{self.__class__.__name__}(scale_factor={self.scale_factor})'
+
+
+_CROP_TYPES = ('relative_range', 'relative', 'absolute', 'absolute_range')
+
+
+@TRANSFORMS.register_module()
+class RandomCrop:
+    """mmdet 2.x ``RandomCrop``: a random window of ``crop_size`` (h, w): ``'absolute'``
+    pixels (at most the image), ``'absolute_range'`` each side drawn in
+    ``[crop_size[0], crop_size[1]]`` pixels, ``'relative'`` a fraction of the image,
+    ``'relative_range'`` a fraction drawn in ``[crop_size, 1]``. Boxes are shifted, clipped
+    (``bbox_clip_border``) and dropped when empty, with their labels and masks; a crop that
+    keeps no ``gt_bboxes`` returns None (the dataset draws another image) unless
+    ``allow_negative_crop``. ``recompute_bbox``: boxes from the cropped masks."""
+
+    def __init__(self, crop_size, crop_type='absolute', allow_negative_crop=False,
+                 recompute_bbox=False, bbox_clip_border=True):
+        if crop_type not in _CROP_TYPES:
+            raise ValueError(f'Invalid crop_type {crop_type!r}: one of {_CROP_TYPES}')
+        if len(crop_size) != 2:
+            raise ValueError(f'crop_size must be a pair, got {crop_size!r}')
+        if crop_type in ('absolute', 'absolute_range'):
+            if not all(isinstance(s, int) and s > 0 for s in crop_size):
+                raise ValueError(f'crop_type {crop_type!r} needs crop_size of positive ints, '
+                                 f'got {crop_size!r}')
+            if crop_type == 'absolute_range' and crop_size[0] > crop_size[1]:
+                raise ValueError(f"crop_type 'absolute_range' needs crop_size (min, max), "
+                                 f'got {crop_size!r}')
+        elif not all(0 < s <= 1 for s in crop_size):
+            raise ValueError(f'crop_type {crop_type!r} needs crop_size in (0, 1], '
+                             f'got {crop_size!r}')
+        self.crop_size = crop_size
+        self.crop_type = crop_type
+        self.allow_negative_crop = allow_negative_crop
+        self.bbox_clip_border = bbox_clip_border
+        self.recompute_bbox = recompute_bbox
+        self.bbox2label = {'gt_bboxes': 'gt_labels', 'gt_bboxes_ignore': 'gt_labels_ignore'}
+        self.bbox2mask = {'gt_bboxes': 'gt_masks', 'gt_bboxes_ignore': 'gt_masks_ignore'}
+
+    def _get_crop_size(self, image_size):
+        h, w = image_size
+        if self.crop_type == 'absolute':
+            return min(self.crop_size[0], h), min(self.crop_size[1], w)
+        if self.crop_type == 'absolute_range':
+            lo, hi = self.crop_size
+            return (np.random.randint(min(h, lo), min(h, hi) + 1),
+                    np.random.randint(min(w, lo), min(w, hi) + 1))
+        crop = np.asarray(self.crop_size, dtype=np.float32)
+        if self.crop_type == 'relative_range':
+            crop = crop + np.random.rand(2) * (1 - crop)
+        return int(h * crop[0] + 0.5), int(w * crop[1] + 0.5)
+
+    def __call__(self, results):
+        crop_h, crop_w = self._get_crop_size(results['img'].shape[:2])
+        for key in results.get('img_fields', ['img']):
+            img = results[key]
+            offset_h = np.random.randint(0, max(img.shape[0] - crop_h, 0) + 1)
+            offset_w = np.random.randint(0, max(img.shape[1] - crop_w, 0) + 1)
+            y1, x1 = offset_h, offset_w
+            results[key] = img[y1:y1 + crop_h, x1:x1 + crop_w, ...]
+        img_shape = results[key].shape
+        results['img_shape'] = img_shape
+        for key in results.get('bbox_fields', []):
+            bboxes = results[key] - np.array([x1, y1, x1, y1], dtype=np.float32)
+            if self.bbox_clip_border:
+                bboxes[:, 0::2] = np.clip(bboxes[:, 0::2], 0, img_shape[1])
+                bboxes[:, 1::2] = np.clip(bboxes[:, 1::2], 0, img_shape[0])
+            valid = (bboxes[:, 2] > bboxes[:, 0]) & (bboxes[:, 3] > bboxes[:, 1])
+            if key == 'gt_bboxes' and not valid.any() and not self.allow_negative_crop:
+                return None
+            results[key] = bboxes[valid, :]
+            label_key = self.bbox2label.get(key)
+            if label_key in results:
+                results[label_key] = results[label_key][valid]
+            mask_key = self.bbox2mask.get(key)
+            if mask_key in results:
+                results[mask_key] = results[mask_key][valid.nonzero()[0]].crop(
+                    np.asarray([x1, y1, x1 + crop_w, y1 + crop_h]))
+                if self.recompute_bbox:
+                    results[key] = results[mask_key].get_bboxes()
+        for key in results.get('seg_fields', []):
+            results[key] = results[key][y1:y1 + crop_h, x1:x1 + crop_w]
+        return results
+
+    def __repr__(self):
+        return (f'{self.__class__.__name__}(crop_size={self.crop_size}, crop_type='
+                f'{self.crop_type}, allow_negative_crop={self.allow_negative_crop}, '
+                f'bbox_clip_border={self.bbox_clip_border})')

@@ -135,3 +135,8 @@ from .maskformer_head import MaskFormerHead  # noqa: E402
 from .mask2former_head import Mask2FormerHead  # noqa: E402
 
 __all__ += ['MaskFormerHead', 'Mask2FormerHead']
+
+from .detr_head import DETRHead  # noqa: E402
+from .deformable_detr_head import DeformableDETRHead  # noqa: E402
+
+__all__ += ['DETRHead', 'DeformableDETRHead']

@@ -123,3 +123,7 @@ from .maskformer import MaskFormer  # noqa: E402
 from .mask2former import Mask2Former  # noqa: E402
 
 __all__ += ['MaskFormer', 'Mask2Former']
+
+from .detr import DETR, DeformableDETR  # noqa: E402
+
+__all__ += ['DETR', 'DeformableDETR']
