@@ -63,7 +63,7 @@ def test_prepare_synthetic_data_coco_and_unknown_format(tmp_path):
                                           img_size=32)))
     assert prepare_synthetic_data(cfg) == root
     assert os.path.isfile(os.path.join(root, 'annotations', 'instances_val2017.json'))
-    with pytest.raises(ValueError, match="'coco', 'voc'"):
+    with pytest.raises(ValueError, match="'coco', 'coco_panoptic', 'voc'"):
         prepare_synthetic_data(Config(dict(synthetic_data=dict(format='yolo', root=root))))
 
 
