@@ -332,3 +332,56 @@ def test_mmdet_one_stage_config_trains_with_the_savers(name, data_tree, tmp_path
         assert key in train_lines[-1], train_lines[-1]
     val_line = next(line for line in log.splitlines() if 'Epoch(val) [1]' in line)
     assert 'bbox_mAP:' in val_line
+
+
+# mmdet's DETR config at a small scale (its AutoAugment policies and the test scale shrunk in a
+# config that inherits it), the savers from the command line
+
+
+@pytest.mark.slow
+def test_mmdet_detr_config_trains_with_the_savers(data_tree, tmp_path, monkeypatch):
+    """detr_r50_8x2_150e_coco.py, its pipeline's AutoAugment policies at 64-96 px, trains an
+    epoch through tools/train.py with backbone and transformer ``with_cp`` + fp16 +
+    ``cumulative_iters`` from the command line (the gradient clipping of the config kept), and
+    evaluates box AP."""
+    from tests.helpers.tools import load_tool
+
+    monkeypatch.chdir(data_tree)
+    cfg = Config.fromfile(osp.join(MMDET_CONFIGS, 'detr/detr_r50_8x2_150e_coco.py'))
+    pipeline = [dict(t) for t in cfg.data.train.pipeline]
+    auto = next(t for t in pipeline if t['type'] == 'AutoAugment')
+    auto['policies'] = [
+        [dict(type='Resize', img_scale=[(64, 96), (48, 96)], multiscale_mode='value',
+              keep_ratio=True)],
+        [dict(type='Resize', img_scale=[(40, 200), (48, 200)], multiscale_mode='value',
+              keep_ratio=True),
+         dict(type='RandomCrop', crop_type='absolute_range', crop_size=(32, 48),
+              allow_negative_crop=True),
+         dict(type='Resize', img_scale=[(64, 96), (48, 96)], multiscale_mode='value',
+              override=True, keep_ratio=True)]]
+    small = tmp_path / 'detr_small.py'
+    small.write_text(
+        f"_base_ = {osp.join(MMDET_CONFIGS, 'detr/detr_r50_8x2_150e_coco.py')!r}\n"
+        f"data = dict(train=dict(pipeline={pipeline!r}))\n"
+        "data['val'] = data['test'] = dict(pipeline=[\n"
+        "    dict(type='LoadImageFromFile'),\n"
+        "    dict(type='MultiScaleFlipAug', img_scale=(96, 64), flip=False, transforms=[\n"
+        "        dict(type='Resize', keep_ratio=True), dict(type='RandomFlip'),\n"
+        f"        dict(type='Normalize', **{dict(cfg.img_norm_cfg)!r}),\n"
+        "        dict(type='Pad', size_divisor=1), dict(type='ImageToTensor', keys=['img']),\n"
+        "        dict(type='Collect', keys=['img'])])])\n")
+    work_dir = tmp_path / 'work'
+    argv = [str(small), '--work-dir', str(work_dir), '--cfg-options',
+            'model.backbone.init_cfg=None', 'data.workers_per_gpu=0', 'runner.max_epochs=1',
+            'log_config.interval=1', 'model.test_cfg.max_per_img=2',
+            'model.bbox_head.num_query=8', 'model.backbone.with_cp=True',
+            'model.bbox_head.with_cp=True', 'fp16.loss_scale=512.',
+            'optimizer_config.cumulative_iters=2']
+    assert load_tool('train.py').main(argv) in (None, 0)
+    log = open(next(str(p) for p in work_dir.glob('*.log'))).read()
+    assert 'GradientCumulativeFp16OptimizerHook' in log and 'loss_scale: 512' in log
+    train_lines = [line for line in log.splitlines() if 'Epoch [1][' in line]
+    for key in ('loss_cls', 'loss_bbox', 'loss_iou', 'd4.loss_cls', 'grad_norm'):
+        assert f' {key}: ' in train_lines[-1], train_lines[-1]
+    val_line = next(line for line in log.splitlines() if 'Epoch(val) [1]' in line)
+    assert 'bbox_mAP:' in val_line

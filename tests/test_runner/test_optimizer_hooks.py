@@ -1,5 +1,6 @@
 """Optimizer hooks: accumulation equals the large batch, loss factors, FP16 loss scaling."""
 import copy
+import types
 from types import SimpleNamespace
 
 import pytest
@@ -184,6 +185,24 @@ def test_accumulation_warns_about_batchnorm():
     with pytest.warns(UserWarning, match=r'BatchNorm layers in training mode \(bn\)'):
         _train(IterBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=2),
                loader(ToyDataset(4), 1), model=model, max_iters=2)
+
+
+def test_accumulation_does_not_warn_about_batchnorm_the_model_keeps_in_eval(recwarn):
+    """norm_eval: the model's own train() leaves its BatchNorm in eval mode, so it sees no
+    batch statistics and accumulation is exact for it: no warning (checked once the runner
+    has put the model in training mode, not on the model as built)."""
+    model = make_model()
+    model.bn = torch.nn.BatchNorm1d(4)
+    plain_train = type(model).train
+
+    def train(self, mode=True):
+        plain_train(self, mode)
+        self.bn.eval()
+        return self
+    model.train = types.MethodType(train, model)
+    _train(IterBasedRunner, GradientCumulativeOptimizerHook(cumulative_iters=2),
+           loader(ToyDataset(4), 1), model=model, max_iters=2)
+    assert not [w for w in recwarn if 'BatchNorm layers in training' in str(w.message)]
 
 
 def _accumulating_run(work_dir, k, resume=None):

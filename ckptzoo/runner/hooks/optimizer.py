@@ -260,15 +260,7 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
     def before_run(self, runner):
         self._check_window(runner)  # before the base class restores the pending gradients
         super().before_run(runner)
-        norms = [name for name, m in unwrap_model(runner.model).named_modules()
-                 if isinstance(m, _BatchNorm) and m.training]
-        if norms and self.cumulative_iters > 1:
-            shown = ', '.join(norms[:5]) + (f' and {len(norms) - 5} more' if len(norms) > 5
-                                            else '')
-            warnings.warn(f'{type(self).__name__}: the model has BatchNorm layers in training '
-                          f'mode ({shown}); they see batches of samples_per_gpu, not '
-                          f'samples_per_gpu x {self.cumulative_iters}, so accumulation is not '
-                          'equivalent to the large batch for them', UserWarning)
+        self._norms_checked = False
         if runner.iter % self.cumulative_iters and not self._had_pending \
                 and not self._window_dropped:
             warnings.warn(f'resumed at iteration {runner.iter}, inside an accumulation window '
@@ -278,7 +270,26 @@ class GradientCumulativeOptimizerHook(OptimizerHook):
 
     _had_pending = False
 
+    def _check_norms(self, runner):
+        """Once, at the first training iteration (the runner has put the model in training
+        mode, so ``norm_eval`` / frozen stages have set their BatchNorms to eval): warn of the
+        BatchNorms that do train."""
+        self._norms_checked = True
+        norms = [name for name, m in unwrap_model(runner.model).named_modules()
+                 if isinstance(m, _BatchNorm) and m.training]
+        if norms and self.cumulative_iters > 1:
+            shown = ', '.join(norms[:5]) + (f' and {len(norms) - 5} more' if len(norms) > 5
+                                            else '')
+            warnings.warn(f'{type(self).__name__}: the model has BatchNorm layers in training '
+                          f'mode ({shown}); they see batches of samples_per_gpu, not '
+                          f'samples_per_gpu x {self.cumulative_iters}, so accumulation is not '
+                          'equivalent to the large batch for them', UserWarning)
+
+    _norms_checked = True
+
     def before_train_iter(self, runner):
+        if not self._norms_checked:
+            self._check_norms(runner)
         model = runner.model
         if hasattr(model, 'no_sync') and not self.is_step_iter(runner):
             self._no_sync = model.no_sync()
