@@ -275,7 +275,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--models', nargs='+', default=['resnet50', 'retinanet', 'mask_rcnn'],
                         choices=['resnet50', 'retinanet', 'mask_rcnn', 'cascade_mask_rcnn',
-                                 *synthetic.PLANNER_COCO, *synthetic.PLANNER_QUERY])
+                                 'fcos', 'atss', 'yolox_s', 'deformable_detr', 'mask2former'])
     parser.add_argument('--budgets', type=int, default=10)
     parser.add_argument('--rounds', type=int, default=3,
                         help='interleaved timed steps per plan (medians); 0: peaks only')
