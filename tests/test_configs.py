@@ -47,8 +47,15 @@ def test_config_builds_and_trains_one_step(path):
     if cfg.model.type == 'ImageClassifier':
         batch = dict(img=torch.randn(2, 3, 64, 64), gt_label=torch.tensor([0, 1]))
     else:
+        panoptic_head = cfg.model.get('panoptic_head')  # MaskFormer / Mask2Former
         batch = _detection_batch(masks='mask_head' in cfg.model.get('roi_head', {})
-                                 or 'mask_head' in cfg.model)  # YOLACT: no roi_head
+                                 or 'mask_head' in cfg.model  # YOLACT, SOLO: no roi_head
+                                 or panoptic_head is not None)
+        if panoptic_head is not None:  # full-size labels: stuff after the things, 255 VOID
+            things = panoptic_head.num_things_classes
+            seg = torch.randint(things, things + panoptic_head.num_stuff_classes, (2, 1, 64, 64))
+            seg[:, :, :4] = 255
+            batch['gt_semantic_seg'] = seg.to(torch.int32)
         if 'semantic_head' in cfg.model.get('roi_head', {}):  # HTC: maps at stride 8
             batch['gt_semantic_seg'] = torch.randint(0, 183, (2, 1, 8, 8), dtype=torch.uint8)
         if cfg.model.type == 'PanopticFPN':  # panoptic labels (things, stuff, 255) at stride 4
