@@ -21,3 +21,8 @@ from .mix_transforms import MixUp, Mosaic  # noqa: E402
 from .yolox_aug import RandomAffine, YOLOXHSVRandomAug  # noqa: E402
 
 __all__ += ['FilterAnnotations', 'MixUp', 'Mosaic', 'RandomAffine', 'YOLOXHSVRandomAug']
+
+from .auto_augment import AutoAugment  # noqa: E402
+from .random_crop import RandomCrop  # noqa: E402
+
+__all__ += ['AutoAugment', 'RandomCrop']
