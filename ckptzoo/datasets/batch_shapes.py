@@ -167,9 +167,14 @@ def pipeline_bound(cfg: Any, orientation: str | None = None) -> Shape | None:
     if orientation not in (None, 'landscape', 'portrait'):
         raise ValueError(f"orientation must be None, 'landscape' or 'portrait', got "
                          f'{orientation!r}')
-    shape = None
-    for t in train_pipeline(cfg):
-        kind = t.get('type')
+    return _bound_of(train_pipeline(cfg), None, orientation)
+
+
+def _bound_of(transforms, shape, orientation):
+    """:func:`pipeline_bound`'s replay of ``transforms`` from the bound ``shape`` (None:
+    unbounded so far)."""
+    for t in transforms:
+        kind = t.get('type') if isinstance(t, dict) else None
         if kind == 'Resize' and t.get('img_scale') is not None:
             scales = _scale_list(t['img_scale'])
             if t.get('ratio_range') is not None:
@@ -181,7 +186,16 @@ def pipeline_bound(cfg: Any, orientation: str | None = None) -> Shape | None:
                          'portrait': (long, short)}[orientation]
             else:
                 shape = (max(s[1] for s in scales), max(s[0] for s in scales))
-        elif kind in ('RandomResizedCrop', 'CenterCrop', 'RandomCrop'):
+        elif kind == 'RandomCrop':
+            shape = _crop_bound(t, shape)
+        elif kind == 'AutoAugment':
+            # any policy may be drawn: the componentwise largest of theirs; a crop may turn
+            # an image round, so a policy's later Resize is bounded either way round
+            ends = [_bound_of(policy, shape, None if _crops(policy) else orientation)
+                    for policy in t.get('policies') or []]
+            shape = None if not ends or None in ends else (
+                max(e[0] for e in ends), max(e[1] for e in ends))
+        elif kind in ('RandomResizedCrop', 'CenterCrop'):
             size = t.get('size', t.get('crop_size'))
             if size is not None:
                 size = (size, size) if isinstance(size, int) else tuple(size)
@@ -195,6 +209,24 @@ def pipeline_bound(cfg: Any, orientation: str | None = None) -> Shape | None:
                 d = t['size_divisor']
                 shape = tuple(-(-s // d) * d for s in shape)
     return shape
+
+
+def _crops(policy) -> bool:
+    return any(isinstance(t, dict) and t.get('type') == 'RandomCrop' for t in policy)
+
+
+def _crop_bound(t, shape):
+    """``RandomCrop`` never enlarges: ``'absolute'`` gives at most ``crop_size`` (h, w),
+    ``'absolute_range'`` at most its upper end on either side, the relative types at most
+    the image (unbounded stays unbounded)."""
+    kind, size = t.get('crop_type', 'absolute'), t.get('crop_size')
+    if kind == 'absolute':
+        cap = tuple(size)
+    elif kind == 'absolute_range':
+        cap = (size[1], size[1])
+    else:
+        return shape
+    return cap if shape is None else (min(shape[0], cap[0]), min(shape[1], cap[1]))
 
 
 # ------------------------------------------------------------------------------------------

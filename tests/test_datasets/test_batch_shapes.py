@@ -231,3 +231,58 @@ def test_pipeline_bound_is_the_old_name_and_scales_by_the_ratio():
     assert pipeline_bound(cfg) == worst_case_shape(cfg) == (160, 160)
     with pytest.raises(ValueError, match='samples_per_gpu'):
         loader_shapes(cfg, [], 0)
+
+
+def _detr_pipeline(k=1):
+    """mmdet's DETR training pipeline (``detr_r50_8x2_150e_coco.py``), its sizes divided by
+    ``k``: a flip, then AutoAugment's multi-scale Resize or Resize -> RandomCrop ->
+    Resize(override=True)."""
+    long = 1333 // k
+    scales = [(s // k, long) for s in range(480, 801, 32)]
+    return [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+            dict(type='RandomFlip', flip_ratio=0.5),
+            dict(type='AutoAugment', policies=[
+                [dict(type='Resize', img_scale=scales, multiscale_mode='value', keep_ratio=True)],
+                [dict(type='Resize', img_scale=[(s // k, long) for s in (400, 500, 600)],
+                      multiscale_mode='value', keep_ratio=True),
+                 dict(type='RandomCrop', crop_type='absolute_range',
+                      crop_size=(384 // k, 600 // k), allow_negative_crop=True),
+                 dict(type='Resize', img_scale=scales, multiscale_mode='value', override=True,
+                      keep_ratio=True)]]),
+            dict(type='Normalize', mean=[0, 0, 0], std=[1, 1, 1], to_rgb=True),
+            dict(type='Pad', size_divisor=1), dict(type='DefaultFormatBundle'),
+            dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels'])]
+
+
+def test_detr_auto_augment_falls_back_to_a_bound_naming_it(coco_root):
+    """AutoAugment's output size is not simulated: the shapes are the pipeline's bound, the
+    largest over its policies (a crop may turn an image round, so a later Resize is bounded
+    either way round), and the note names AutoAugment; every real batch fits in it."""
+    cfg = _cfg(coco_root, _detr_pipeline())
+    assert pipeline_bound(cfg) == (1333, 1333)
+    assert pipeline_bound(cfg, 'landscape') == pipeline_bound(cfg, 'portrait') == (1333, 1333)
+    small = _cfg(coco_root, _detr_pipeline(10))
+    dataset = build_dataset(small.data.train)
+    shapes = loader_shapes(small, dataset, 2)
+    assert not shapes.from_data and 'AutoAugment' in shapes.note
+    assert shapes.worst == (133, 133) and shapes.max_boxes_per_image == 20
+    seen, _ = _run_loader(dataset, 2, epochs=6)
+    for counter in seen.values():
+        for h, w in counter:
+            assert h <= 133 and w <= 133
+
+
+@pytest.mark.parametrize('crop, before, expected', [
+    (dict(crop_size=(30, 50)), None, (30, 50)),
+    (dict(crop_size=(30, 50)), (40, 40), (30, 40)),
+    (dict(crop_size=(30, 50), crop_type='absolute_range'), None, (50, 50)),
+    (dict(crop_size=(30, 50), crop_type='absolute_range'), (40, 60), (40, 50)),
+    (dict(crop_size=(0.5, 0.5), crop_type='relative'), (40, 60), (40, 60)),
+    (dict(crop_size=(0.5, 0.5), crop_type='relative_range'), None, None),
+])
+def test_pipeline_bound_of_random_crop(crop, before, expected):
+    pipeline = [dict(type='Resize', img_scale=(before[1], before[0]), keep_ratio=False)] \
+        if before else []
+    pipeline.append(dict(type='RandomCrop', **crop))
+    cfg = Config(dict(data=dict(train=dict(pipeline=pipeline))))
+    assert pipeline_bound(cfg) == expected
