@@ -201,3 +201,27 @@ def test_same_draws_under_the_per_sample_generator():
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         RandomCrop(**kwargs)
+
+
+def test_a_dataset_draws_another_image_after_a_crop_without_boxes(tmp_path):
+    """A tiny crop often keeps no box (``None``): the dataset retries another image, as
+    mmdet's ``CustomDataset.__getitem__`` does, and every sample it gives holds a box."""
+    from ckptzoo.datasets import build_dataset, generate_coco
+    root = generate_coco(str(tmp_path / 'coco'), num_train=6, num_val=0, img_size=(64, 80))
+    pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+                dict(type='RandomCrop', crop_size=(6, 6)),
+                dict(type='RandomFlip', flip_ratio=0.5), dict(type='DefaultFormatBundle'),
+                dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels'])]
+    dataset = build_dataset(dict(
+        type='CocoDataset', pipeline=pipeline, img_prefix=f'{root}/train2017',
+        ann_file=f'{root}/annotations/instances_train2017.json',
+        classes=('circle', 'square', 'triangle')))
+    calls = []
+    crop = dataset.pipeline.transforms[2]
+    original = crop._crop_data
+    crop._crop_data = lambda *a: calls.append(original(*a)) or calls[-1]
+    np.random.seed(0)
+    for i in range(len(dataset)):
+        sample = dataset[SeededIndex(i, seed=i)]
+        assert sample['img'].data.shape[1:] == (6, 6) and len(sample['gt_bboxes'].data) > 0
+    assert any(c is None for c in calls)  # some crops were refused and retried
