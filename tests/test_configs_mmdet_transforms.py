@@ -10,11 +10,12 @@ for a reason outside these two transforms are listed with the reason.
 import os.path as osp
 import re
 
-import numpy as np
 import pytest
 from mmengine.config import Config
 
 from ckptzoo.datasets import build_dataset, generate_coco
+from ckptzoo.datasets.batch_shapes import ORIENTATIONS, pipeline_bound
+from ckptzoo.datasets.sample_seed import SeededIndex
 from ckptzoo.registry import DATASETS, TRANSFORMS
 from tests.helpers.mmdet_config_count import mmdet_configs_root, model_configs
 
@@ -89,14 +90,19 @@ def test_training_dataset_builds_and_gives_a_sample(name, data_tree, monkeypatch
     while hasattr(inner, 'dataset'):
         inner = inner.dataset
     assert 'RandomCrop' in set(_types(inner.pipeline.transforms))
-    np.random.seed(0)
+    # the memory planner's bound (of the sample's orientation) holds every sample's size
+    bound = pipeline_bound(cfg)
+    assert bound is not None
     first = next(i for i in range(len(train)) if len(train.get_ann_info(i)['labels']))
-    sample = train[first]
-    img = sample['img'].data
-    assert img.dim() == 3 and img.shape[0] == 3
-    boxes = sample['gt_bboxes'].data
-    assert len(boxes) == len(sample['gt_labels'].data) > 0
-    meta = getattr(sample['img_metas'], 'data', sample['img_metas'])
-    h, w = meta['img_shape'][:2]
-    assert img.shape[1] >= h and img.shape[2] >= w  # padded after the crop
-    assert (boxes[:, 2] <= w + 1e-3).all() and (boxes[:, 3] <= h + 1e-3).all()
+    for seed in range(3):
+        sample = train[SeededIndex(first, seed=seed)]
+        img = sample['img'].data
+        assert img.dim() == 3 and img.shape[0] == 3
+        boxes = sample['gt_bboxes'].data
+        assert len(boxes) == len(sample['gt_labels'].data) > 0
+        meta = getattr(sample['img_metas'], 'data', sample['img_metas'])
+        h, w = meta['img_shape'][:2]
+        assert img.shape[1] >= h and img.shape[2] >= w  # padded after the crop
+        assert (boxes[:, 2] <= w + 1e-3).all() and (boxes[:, 3] <= h + 1e-3).all()
+        oriented = pipeline_bound(cfg, ORIENTATIONS[int(train.flag[first])])
+        assert img.shape[1] <= oriented[0] <= bound[0] and img.shape[2] <= oriented[1] <= bound[1]
