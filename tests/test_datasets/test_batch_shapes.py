@@ -254,22 +254,47 @@ def _detr_pipeline(k=1):
             dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels'])]
 
 
-def test_detr_auto_augment_falls_back_to_a_bound_naming_it(coco_root):
-    """AutoAugment's output size is not simulated: the shapes are the pipeline's bound, the
-    largest over its policies (a crop may turn an image round, so a later Resize is bounded
-    either way round), and the note names AutoAugment; every real batch fits in it."""
+def test_detr_auto_augment_is_simulated_draw_for_draw(coco_root):
+    """DETR's AutoAugment (a policy drawn, then its Resize, RandomCrop with
+    ``allow_negative_crop``, Resize(override=True)) is replayed as the loader draws it: the
+    simulated epochs give the loader's batch shapes, as often; ``worst`` dominates them and
+    stays within the config's bound (the largest over the policies)."""
     cfg = _cfg(coco_root, _detr_pipeline())
     assert pipeline_bound(cfg) == (1333, 1333)
     assert pipeline_bound(cfg, 'landscape') == pipeline_bound(cfg, 'portrait') == (1333, 1333)
     small = _cfg(coco_root, _detr_pipeline(10))
     dataset = build_dataset(small.data.train)
-    shapes = loader_shapes(small, dataset, 2)
-    assert not shapes.from_data and 'AutoAugment' in shapes.note
-    assert shapes.worst == (133, 133) and shapes.max_boxes_per_image == 20
-    seen, _ = _run_loader(dataset, 2, epochs=6)
-    for counter in seen.values():
-        for h, w in counter:
-            assert h <= 133 and w <= 133
+    epochs = 8
+    seen, boxes = _run_loader(dataset, 2, epochs=epochs)
+    shapes = loader_shapes(small, dataset, 2, epochs=epochs)
+    assert shapes.from_data and shapes.note is None
+    for group in shapes.groups:
+        got = seen[group.flag]
+        n = sum(got.values())
+        assert {s: f for s, f in group.shapes if f > 0} == pytest.approx(
+            {s: c / n for s, c in got.items()})
+        assert all(h <= group.worst[0] and w <= group.worst[1] for h, w in got)
+        assert group.worst[0] <= 133 and group.worst[1] <= 133
+    assert len({s for c in seen.values() for s in c}) > 4  # the draws do vary the shapes
+
+
+def test_unmodelled_crops_fall_back_to_the_bound_naming_them(coco_root):
+    """A crop that may refuse (``allow_negative_crop=False``: the retry depends on where the
+    boxes lie) is not simulated: the bound, and a note naming the transform."""
+    pipeline = _detr_pipeline(10)
+    pipeline[3]['policies'][1][1]['allow_negative_crop'] = False
+    cfg = _cfg(coco_root, pipeline)
+    shapes = loader_shapes(cfg, build_dataset(cfg.data.train), 2)
+    assert not shapes.from_data and 'RandomCrop' in shapes.note
+    assert shapes.worst == (133, 133)
+    # a crop after a Resize of continuous scales, then a keep-ratio Resize: no corner is
+    # known to be its worst case
+    pipeline = _detr_pipeline(10)
+    pipeline[3]['policies'][1][0] = dict(type='Resize', img_scale=(60, 133),
+                                         ratio_range=(0.5, 1.0))
+    cfg = _cfg(coco_root, pipeline)
+    shapes = loader_shapes(cfg, build_dataset(cfg.data.train), 2)
+    assert not shapes.from_data and 'Resize' in shapes.note and shapes.worst == (133, 133)
 
 
 @pytest.mark.parametrize('crop, before, expected', [
@@ -286,3 +311,29 @@ def test_pipeline_bound_of_random_crop(crop, before, expected):
     pipeline.append(dict(type='RandomCrop', **crop))
     cfg = Config(dict(data=dict(train=dict(pipeline=pipeline))))
     assert pipeline_bound(cfg) == expected
+
+
+def test_detr_worst_is_the_largest_reachable_shape():
+    """``largest`` enumerates the scales and the corners of the crop's size range: it equals
+    the brute-force largest over every scale and every crop size the pipeline can draw."""
+    from ckptzoo.datasets.pipeline_geometry import _Geometry, _padded, _resized
+    from ckptzoo.registry import build_transform
+    pipeline = _detr_pipeline(10)
+    geometry = _Geometry(pipeline)
+    assert geometry.unknown is None and geometry.random
+    policies = pipeline[3]['policies']
+    scales, first = policies[0][0]['img_scale'], policies[1][0]['img_scale']
+    pad = build_transform(dict(type='Pad', size_divisor=1))
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        hw = (int(rng.integers(10, 300)), int(rng.integers(10, 300)))
+        outs = {_resized(hw, s, True) for s in scales}
+        for s in first:
+            h, w = _resized(hw, s, True)
+            outs |= {_padded(_resized((ch, cw), s2, True), pad)
+                     for ch in range(min(h, 38), min(h, 60) + 1)
+                     for cw in range(min(w, 38), min(w, 60) + 1) for s2 in scales}
+        assert geometry.largest(hw) == (max(o[0] for o in outs), max(o[1] for o in outs))
+        for seed in range(5):
+            np.random.seed(seed)
+            assert geometry.sample(None, hw) in outs
