@@ -135,3 +135,63 @@ def test_bad_policies(policies, match):
 def test_unknown_transform_in_a_policy():
     with pytest.raises(KeyError, match='NoSuchTransform'):
         AutoAugment([[dict(type='NoSuchTransform')]])
+
+
+# ------------------------------------------------------------ the photometric steps
+_IMG = np.array([[[10, 200, 30], [255, 0, 128], [90, 90, 90]],
+                 [[0, 0, 0], [40, 80, 160], [250, 250, 5]]], np.uint8)
+# recorded from mmdet 2.28.2 (mmcv 1.7.2's cv2 backend), prob=1; a wider check (800 random
+# images, uint8 and float32, levels 0..10, fixed seeds) found no difference at all
+PHOTO_GOLDEN = [
+    ('ColorTransform', {'level': 8}, [[[0, 239, 0], [255, 0, 161], [90, 90, 90]],
+                                      [[0, 0, 0], [8, 70, 193], [255, 255, 0]]]),
+    ('BrightnessTransform', {'level': 7}, [[[13, 255, 40], [255, 0, 174], [122, 122, 122]],
+                                           [[0, 0, 0], [54, 108, 217], [255, 255, 6]]]),
+    ('ContrastTransform', {'level': 2}, [[[55, 142, 64], [168, 50, 109], [92, 92, 92]],
+                                         [[50, 50, 50], [69, 87, 124], [165, 165, 53]]]),
+]
+
+
+@pytest.mark.parametrize('name, kwargs, expected', PHOTO_GOLDEN)
+def test_photometric_equal_mmdet(name, kwargs, expected):
+    t = build_transform(dict(type=name, prob=1.0, **kwargs))
+    out = t(dict(img=_IMG.copy(), gt_bboxes=np.ones((1, 4), np.float32)))
+    assert out['img'].dtype == np.uint8 and out['img'].tolist() == expected
+    assert out['gt_bboxes'].tolist() == [[1, 1, 1, 1]]
+
+
+def test_equalize_equals_mmdet():
+    big = (np.arange(600).reshape(20, 10, 3) * 7 % 97).astype(np.uint8)
+    out = build_transform(dict(type='EqualizeTransform', prob=1.0))(dict(img=big))['img']
+    assert int(out.astype(np.int64).sum()) == 28619
+    assert out[0, :6, 0].tolist() == [0, 21, 42, 63, 84, 8]
+    assert out[5, :6, 2].tolist() == [94, 18, 39, 60, 81, 5]
+    # too few distinct values: unchanged (PIL's rule)
+    assert build_transform(dict(type='EqualizeTransform', prob=1.0))(
+        dict(img=_IMG.copy()))['img'].tolist() == _IMG.tolist()
+    with pytest.raises(TypeError, match='integer'):
+        build_transform(dict(type='EqualizeTransform', prob=1.0))(
+            dict(img=big.astype(np.float32)))
+
+
+@pytest.mark.parametrize('name', ['ColorTransform', 'BrightnessTransform', 'ContrastTransform',
+                                  'EqualizeTransform'])
+def test_photometric_prob_is_one_rand_draw(name, monkeypatch):
+    kwargs = {} if name == 'EqualizeTransform' else dict(level=10)
+    t = build_transform(dict(type=name, prob=0.4, **kwargs))
+    big = (np.arange(4800).reshape(40, 40, 3) * 7 % 97 // 4).astype(np.uint8)  # dark
+    monkeypatch.setattr(np.random, 'rand', lambda: 0.41)  # > prob: untouched
+    assert t(dict(img=big.copy()))['img'].tolist() == big.tolist()
+    monkeypatch.setattr(np.random, 'rand', lambda: 0.4)  # <= prob: applied
+    assert t(dict(img=big.copy()))['img'].tolist() != big.tolist()
+
+
+@pytest.mark.parametrize('cfg, match', [
+    (dict(type='ColorTransform', level=11), r'level must be a number in \[0, 10\]'),
+    (dict(type='BrightnessTransform', level='high'), 'level must be a number'),
+    (dict(type='ContrastTransform', level=3, prob=1.5), r'prob must be a number in \[0, 1\]'),
+    (dict(type='EqualizeTransform', prob=-0.1), 'prob must be a number'),
+])
+def test_photometric_bad_arguments(cfg, match):
+    with pytest.raises(ValueError, match=match):
+        build_transform(cfg)

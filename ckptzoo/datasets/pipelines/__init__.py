@@ -26,3 +26,7 @@ from .auto_augment import AutoAugment  # noqa: E402
 from .random_crop import RandomCrop  # noqa: E402
 
 __all__ += ['AutoAugment', 'RandomCrop']
+from .auto_augment import (BrightnessTransform, ColorTransform, ContrastTransform,  # noqa: E402
+                           EqualizeTransform)
+
+__all__ += ['BrightnessTransform', 'ColorTransform', 'ContrastTransform', 'EqualizeTransform']

@@ -6,15 +6,24 @@ schedules likewise. The policy is drawn with mmdet's call (``np.random.choice`` 
 policies: one ``randint(0, len(policies))`` of numpy's global generator), before the policy's
 own draws, so under the per-sample generator of :mod:`ckptzoo.datasets.sample_seed` it is a
 function of (seed, epoch, index) and with numpy seeded alike it is mmdet's draw.
+
+mmdet's photometric policy steps (``ColorTransform``, ``BrightnessTransform``,
+``ContrastTransform``, ``EqualizeTransform``) are here too; its geometric ones (``Shear``,
+``Rotate``, ``Translate``) are not yet: no shipped config names them.
 """
 import copy
+import numbers
 
 import numpy as np
 
 from ...registry import TRANSFORMS
+from ...utils.photometric import adjust_brightness, adjust_color, adjust_contrast, imequalize
 from .compose import Compose
 
-__all__ = ['AutoAugment']
+__all__ = ['AutoAugment', 'ColorTransform', 'EqualizeTransform', 'BrightnessTransform',
+           'ContrastTransform']
+
+_MAX_LEVEL = 10
 
 
 @TRANSFORMS.register_module()
@@ -45,3 +54,85 @@ class AutoAugment:
 
     def __repr__(self):
         return f'{type(self).__name__}(policies={self.policies})'
+
+
+def _check_prob(name, prob):
+    if isinstance(prob, bool) or not isinstance(prob, numbers.Number) or not 0 <= prob <= 1:
+        raise ValueError(f'{name} prob must be a number in [0, 1], got {prob!r}')
+
+
+class _LevelTransform:
+    """mmdet's photometric AutoAugment steps: with probability ``prob`` (one
+    ``np.random.rand()`` drawn, as mmdet's, applied when it is <= ``prob``) every image of
+    ``img_fields`` is enhanced by ``factor = level / 10 * 1.8 + 0.1`` (``level`` in
+    [0, 10]); boxes, masks and segmentation are unchanged."""
+
+    def __init__(self, level, prob=0.5):
+        name = type(self).__name__
+        if isinstance(level, bool) or not isinstance(level, numbers.Number) or \
+                not 0 <= level <= _MAX_LEVEL:
+            raise ValueError(f'{name} level must be a number in [0, {_MAX_LEVEL}], '
+                             f'got {level!r}')
+        _check_prob(name, prob)
+        self.level = level
+        self.prob = prob
+        self.factor = level / _MAX_LEVEL * 1.8 + 0.1
+
+    def _apply(self, img):
+        raise NotImplementedError
+
+    def __call__(self, results):
+        if np.random.rand() > self.prob:
+            return results
+        for key in results.get('img_fields', ['img']):
+            img = results[key]
+            results[key] = self._apply(img).astype(img.dtype)
+        return results
+
+    def __repr__(self):
+        return f'{type(self).__name__}(level={self.level}, prob={self.prob})'
+
+
+@TRANSFORMS.register_module()
+class ColorTransform(_LevelTransform):
+    """Blend the image with its grey version (mmcv's ``adjust_color``)."""
+
+    def _apply(self, img):
+        return adjust_color(img, self.factor)
+
+
+@TRANSFORMS.register_module()
+class BrightnessTransform(_LevelTransform):
+    """Blend the image with black (mmcv's ``adjust_brightness``)."""
+
+    def _apply(self, img):
+        return adjust_brightness(img, self.factor)
+
+
+@TRANSFORMS.register_module()
+class ContrastTransform(_LevelTransform):
+    """Blend the image with its mean grey (mmcv's ``adjust_contrast``)."""
+
+    def _apply(self, img):
+        return adjust_contrast(img, self.factor)
+
+
+@TRANSFORMS.register_module()
+class EqualizeTransform:
+    """With probability ``prob`` (one ``np.random.rand()``, as mmdet's) equalise each
+    channel's histogram (mmcv's ``imequalize``)."""
+
+    def __init__(self, prob=0.5):
+        _check_prob('EqualizeTransform', prob)
+        self.prob = prob
+
+    def __call__(self, results):
+        if np.random.rand() > self.prob:
+            return results
+        for key in results.get('img_fields', ['img']):
+            img = results[key]
+            results[key] = imequalize(img).astype(img.dtype)
+        return results
+
+    def __repr__(self):
+        return f'{type(self).__name__}(prob={self.prob})'
