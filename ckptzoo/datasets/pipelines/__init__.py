@@ -30,3 +30,6 @@ from .auto_augment import (BrightnessTransform, ColorTransform, ContrastTransfor
                            EqualizeTransform)
 
 __all__ += ['BrightnessTransform', 'ColorTransform', 'ContrastTransform', 'EqualizeTransform']
+from .auto_augment_geometric import Rotate, Shear, Translate  # noqa: E402
+
+__all__ += ['Rotate', 'Shear', 'Translate']

@@ -8,8 +8,9 @@ own draws, so under the per-sample generator of :mod:`ckptzoo.datasets.sample_se
 function of (seed, epoch, index) and with numpy seeded alike it is mmdet's draw.
 
 mmdet's photometric policy steps (``ColorTransform``, ``BrightnessTransform``,
-``ContrastTransform``, ``EqualizeTransform``) are here too; its geometric ones (``Shear``,
-``Rotate``, ``Translate``) are not yet: no shipped config names them.
+``ContrastTransform``, ``EqualizeTransform``) are here too, its geometric ones (``Shear``,
+``Rotate``, ``Translate``) in :mod:`.auto_augment_geometric` (no shipped config names any
+of them; users' policies do).
 """
 import copy
 import numbers
