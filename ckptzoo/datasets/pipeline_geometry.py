@@ -19,6 +19,10 @@ Shape = tuple[int, int]
 SHAPE_KEEPING = frozenset({'LoadImageFromFile', 'LoadAnnotations', 'RandomFlip', 'Normalize',
                            'DefaultFormatBundle', 'Collect', 'ImageToTensor', 'ToTensor'})
 
+#: AutoAugment's steps: the size stays, but they draw (replayed)
+SIZE_KEEPING_DRAWS = frozenset({'ColorTransform', 'BrightnessTransform', 'ContrastTransform',
+                                'EqualizeTransform', 'Shear', 'Rotate', 'Translate'})
+
 
 def _resized(hw: Shape, scale, keep_ratio: bool) -> Shape:
     """``Resize._resize_img``'s output ``(h, w)``: mmcv's ``rescale_size`` (``int(x * f +
@@ -74,7 +78,8 @@ class _Geometry:
 
     ``RandomCrop`` is modelled when it keeps crops without boxes (``allow_negative_crop``,
     as DETR's: otherwise the dataset's retry depends on where the boxes lie) and
-    ``AutoAugment`` when its policies hold modelled transforms only: a policy is drawn,
+    ``AutoAugment`` when its policies hold modelled transforms only (its own photometric
+    and geometric steps keep the size: only their draws are replayed): a policy is drawn,
     then its steps, exactly as the transforms draw. The worst case enumerates every scale a
     ``Resize`` can draw and the corners of a crop's size range (a keep-ratio ``Resize`` of
     the crop grows with its height and shrinks with its width, and conversely); a crop
@@ -97,6 +102,10 @@ class _Geometry:
         for cfg in pipeline:
             kind = _kind_of(cfg)
             if kind in SHAPE_KEEPING and kind != 'RandomFlip':
+                continue
+            if kind in SIZE_KEEPING_DRAWS:
+                ops.append(('draws', build_transform(dict(cfg)) if isinstance(cfg, dict)
+                            else cfg))
                 continue
             if kind not in ('Resize', 'Pad', 'RandomFlip', 'RandomCrop', 'AutoAugment'):
                 raise _Unmodelled(kind)
@@ -154,6 +163,10 @@ class _Geometry:
                 hw = _padded(hw, t)
             elif op == 'flip':
                 t._choose()
+            elif op == 'draws':  # AutoAugment's steps: applied when rand() <= prob, and
+                # the geometric ones then draw the sign
+                if np.random.rand() <= t.prob and hasattr(t, 'random_negative_prob'):
+                    np.random.rand()
             elif op == 'crop':
                 crop = t._get_crop_size(hw)
                 np.random.randint(0, max(hw[0] - crop[0], 0) + 1)  # the window's offsets

@@ -337,3 +337,40 @@ def test_detr_worst_is_the_largest_reachable_shape():
         for seed in range(5):
             np.random.seed(seed)
             assert geometry.sample(None, hw) in outs
+
+
+def test_auto_augment_steps_keep_the_size_and_their_draws_are_replayed():
+    """Policies with AutoAugment's photometric and geometric steps (they draw ``rand()``,
+    and the geometric ones the sign when applied) are replayed draw for draw: each sample's
+    simulated size is the one the pipeline gives, for many seeds."""
+    from ckptzoo.datasets.pipelines import Compose
+    from ckptzoo.datasets.pipeline_geometry import _Geometry
+    scales = [(40, 100), (50, 100), (60, 100)]
+    policies = [
+        [dict(type='Translate', level=5, prob=0.5),
+         dict(type='Resize', img_scale=scales, multiscale_mode='value')],
+        [dict(type='ColorTransform', level=3, prob=0.6),
+         dict(type='Rotate', level=4, prob=0.7),
+         dict(type='Resize', img_scale=scales, multiscale_mode='value'),
+         dict(type='RandomCrop', crop_type='absolute_range', crop_size=(20, 45),
+              allow_negative_crop=True)],
+        [dict(type='EqualizeTransform', prob=0.5), dict(type='Shear', level=3, prob=0.5),
+         dict(type='Resize', img_scale=scales, multiscale_mode='value')]]
+    pipeline = [dict(type='RandomFlip', flip_ratio=0.5),
+                dict(type='AutoAugment', policies=policies), dict(type='Pad', size_divisor=8)]
+    geometry = _Geometry(pipeline)
+    assert geometry.unknown is None and geometry.random
+    transforms = Compose(pipeline)
+    seen = set()
+    for seed in range(60):
+        h, w = 30 + seed % 17, 70 - seed % 23
+        np.random.seed(seed)
+        expected = geometry.sample(None, (h, w))
+        img = (np.arange(h * w * 3).reshape(h, w, 3) % 251).astype(np.uint8)
+        np.random.seed(seed)
+        out = transforms(dict(img=img, img_shape=img.shape, gt_bboxes=np.zeros((0, 4), np.float32),
+                              bbox_fields=['gt_bboxes'], img_fields=['img']))
+        assert out['img'].shape[:2] == expected
+        assert all(a <= b for a, b in zip(expected, geometry.largest((h, w))))
+        seen.add(expected)
+    assert len(seen) > 5
