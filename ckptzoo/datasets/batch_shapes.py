@@ -9,7 +9,9 @@ the four together without loading an image:
 - sizes are read from the dataset's ``data_infos`` (``height``/``width``), else from the image
   file's header;
 - the geometry is that of the dataset's own pipeline (each part of a ``ConcatDataset`` its
-  own) as :mod:`ckptzoo.datasets.pipelines.transforms` computes it, mmcv's rounding included;
+  own) as :mod:`ckptzoo.datasets.pipelines.transforms` computes it, mmcv's rounding included
+  (replayed by :mod:`.pipeline_geometry`: ``Resize``, ``Pad``, ``RandomFlip``, ``RandomCrop``
+  keeping crops without boxes, ``AutoAugment`` of those);
   an image's largest shape is the one at the largest scale its ``Resize`` can draw;
 - the batches are the real sampler's (built by ``build_dataloader``, iterated for indices
   only) and each sample's random scale is drawn as the dataset draws it, under the sample's
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import math
 import os.path as osp
 from collections import Counter
@@ -36,17 +37,11 @@ import numpy as np
 from PIL import Image
 
 from .builder import GroupSampler, build_dataloader
-from .pipelines.transforms import rescale_size
-from ..registry import build_transform
+from .pipeline_geometry import SHAPE_KEEPING, Shape, _Geometry
 from .train_config import train_pipeline
 
 __all__ = ['GroupShapes', 'LoaderShapes', 'loader_shapes', 'pipeline_bound', 'SHAPE_KEEPING']
 
-Shape = tuple[int, int]
-
-#: transforms that leave an image's height and width as they are
-SHAPE_KEEPING = frozenset({'LoadImageFromFile', 'LoadAnnotations', 'RandomFlip', 'Normalize',
-                           'DefaultFormatBundle', 'Collect', 'ImageToTensor', 'ToTensor'})
 #: images the simulation draws at most (indices and scales only; a few seconds)
 MAX_SIMULATED_SAMPLES = 50_000
 
@@ -167,9 +162,14 @@ def pipeline_bound(cfg: Any, orientation: str | None = None) -> Shape | None:
     if orientation not in (None, 'landscape', 'portrait'):
         raise ValueError(f"orientation must be None, 'landscape' or 'portrait', got "
                          f'{orientation!r}')
-    shape = None
-    for t in train_pipeline(cfg):
-        kind = t.get('type')
+    return _bound_of(train_pipeline(cfg), None, orientation)
+
+
+def _bound_of(transforms, shape, orientation):
+    """:func:`pipeline_bound`'s replay of ``transforms`` from the bound ``shape`` (None:
+    unbounded so far)."""
+    for t in transforms:
+        kind = t.get('type') if isinstance(t, dict) else None
         if kind == 'Resize' and t.get('img_scale') is not None:
             scales = _scale_list(t['img_scale'])
             if t.get('ratio_range') is not None:
@@ -181,7 +181,16 @@ def pipeline_bound(cfg: Any, orientation: str | None = None) -> Shape | None:
                          'portrait': (long, short)}[orientation]
             else:
                 shape = (max(s[1] for s in scales), max(s[0] for s in scales))
-        elif kind in ('RandomResizedCrop', 'CenterCrop', 'RandomCrop'):
+        elif kind == 'RandomCrop':
+            shape = _crop_bound(t, shape)
+        elif kind == 'AutoAugment':
+            # any policy may be drawn: the componentwise largest of theirs; a crop may turn
+            # an image round, so a policy's later Resize is bounded either way round
+            ends = [_bound_of(policy, shape, None if _crops(policy) else orientation)
+                    for policy in t.get('policies') or []]
+            shape = None if not ends or None in ends else (
+                max(e[0] for e in ends), max(e[1] for e in ends))
+        elif kind in ('RandomResizedCrop', 'CenterCrop'):
             size = t.get('size', t.get('crop_size'))
             if size is not None:
                 size = (size, size) if isinstance(size, int) else tuple(size)
@@ -197,107 +206,22 @@ def pipeline_bound(cfg: Any, orientation: str | None = None) -> Shape | None:
     return shape
 
 
-# ------------------------------------------------------------------------------------------
-# the pipeline's geometry
-# ------------------------------------------------------------------------------------------
-def _resized(hw: Shape, scale, keep_ratio: bool) -> Shape:
-    """``Resize._resize_img``'s output ``(h, w)``: mmcv's ``rescale_size`` (``int(x * f +
-    0.5)``) with ``keep_ratio``, else exactly ``scale = (w, h)``."""
-    if keep_ratio:
-        w, h = rescale_size((hw[1], hw[0]), scale)
-        return h, w
-    return int(scale[1]), int(scale[0])
+def _crops(policy) -> bool:
+    return any(isinstance(t, dict) and t.get('type') == 'RandomCrop' for t in policy)
 
 
-def _padded(hw: Shape, pad) -> Shape:
-    if pad.pad_to_square:
-        return (max(hw),) * 2
-    if pad.size is not None:  # Pad raises when the image is larger; the bound stays safe
-        return max(hw[0], pad.size[0]), max(hw[1], pad.size[1])
-    d = pad.size_divisor
-    return -(-hw[0] // d) * d, -(-hw[1] // d) * d
-
-
-def _extreme_scales(resize) -> list:
-    """The scales at which ``resize`` makes an image largest: each of several ``'value'``
-    scales (without ``keep_ratio`` one may be the tallest, another the widest), the largest
-    long and short edge of ``'range'``, the largest ratio ``ratio_range`` draws (``hi`` is
-    never drawn: the ratio is ``random_sample() * (hi - lo) + lo``, ``random_sample() < 1``)."""
-    scales = resize.img_scale
-    if resize.ratio_range is not None:
-        lo, hi = resize.ratio_range
-        ratio = float(np.nextafter(1.0, 0.0)) * (hi - lo) + lo
-        return [(int(scales[0][0] * ratio), int(scales[0][1] * ratio))]
-    if len(scales) == 1 or resize.multiscale_mode == 'value':
-        return list(scales)
-    return [(max(max(s) for s in scales), max(min(s) for s in scales))]
-
-
-class _Geometry:
-    """The geometric steps of a training pipeline, replayed on ``(h, w)`` sizes; ``unknown``
-    names the first transform that is not modelled (its output size is unknown)."""
-
-    def __init__(self, pipeline: list):
-        self.ops, self.unknown, self.random = [], None, False
-        resized = False
-        for cfg in pipeline:
-            kind = cfg.get('type') if isinstance(cfg, dict) else type(cfg).__name__
-            kind = kind if isinstance(kind, str) else getattr(kind, '__name__', str(kind))
-            if kind in SHAPE_KEEPING and kind != 'RandomFlip':
-                continue
-            if kind not in ('Resize', 'Pad', 'RandomFlip'):
-                self.unknown = kind
-                return
-            t = build_transform(dict(cfg)) if isinstance(cfg, dict) else cfg
-            if kind == 'Resize' and t.img_scale is not None and (not resized or t.override):
-                self.ops.append(('resize', t))
-                resized = True
-            elif kind == 'Pad':
-                self.ops.append(('pad', t))
-            elif kind == 'RandomFlip':
-                self.ops.append(('flip', t))
-            else:
-                self.unknown = kind
-                return
-        randoms = [k for k, (op, t) in enumerate(self.ops)
-                   if op == 'resize' and (len(t.img_scale) > 1 or t.ratio_range is not None)]
-        self.random = bool(randoms)
-        self._last_draw = randoms[-1] if randoms else -1  # later draws change no shape
-
-    def shape(self, hw: Shape, scales: list) -> Shape:
-        """The padded ``(h, w)`` of an image of size ``hw`` resized at ``scales`` (one per
-        ``Resize``)."""
-        scales = iter(scales)
-        for op, t in self.ops:
-            if op == 'resize':
-                hw = _resized(hw, next(scales), t.keep_ratio)
-            elif op == 'pad':
-                hw = _padded(hw, t)
-        return hw
-
-    def draw(self, index) -> list:
-        """The scales the sample ``index`` (a seeded index from the sampler) is resized at:
-        the pipeline's own draws, replayed in order from numpy's global generator seeded as
-        :func:`~ckptzoo.datasets.sample_seed.sample_rng` seeds it (the modelled transforms
-        draw from numpy only; :func:`_numpy_kept` restores its state afterwards)."""
-        seed = getattr(index, 'seed', None)
-        if seed is not None:
-            np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
-        scales = []
-        for k, (op, t) in enumerate(self.ops):
-            if op == 'resize':
-                results = {}
-                t._random_scale(results)
-                scales.append(results['scale'])
-            elif op == 'flip' and k < self._last_draw:
-                t._choose()
-        return scales
-
-    def largest(self, hw: Shape) -> Shape:
-        """The componentwise largest padded shape of an image of size ``hw``."""
-        extremes = [_extreme_scales(t) for op, t in self.ops if op == 'resize']
-        shapes = [self.shape(hw, list(combo)) for combo in itertools.product(*extremes)]
-        return max(s[0] for s in shapes), max(s[1] for s in shapes)
+def _crop_bound(t, shape):
+    """``RandomCrop`` never enlarges: ``'absolute'`` gives at most ``crop_size`` (h, w),
+    ``'absolute_range'`` at most its upper end on either side, the relative types at most
+    the image (unbounded stays unbounded)."""
+    kind, size = t.get('crop_type', 'absolute'), t.get('crop_size')
+    if kind == 'absolute':
+        cap = tuple(size)
+    elif kind == 'absolute_range':
+        cap = (size[1], size[1])
+    else:
+        return shape
+    return cap if shape is None else (min(shape[0], cap[0]), min(shape[1], cap[1]))
 
 
 # ------------------------------------------------------------------------------------------
@@ -433,10 +357,9 @@ def _simulate(dataset, sizes, geometries, spg, shuffle, seed, epochs):
                 i = int(index)
                 geometry = geometries[i]
                 if geometry.random:
-                    s = geometry.shape(sizes[i], geometry.draw(index))
+                    s = geometry.sample(index, sizes[i])
                 else:
-                    s = fixed.get(i) or fixed.setdefault(i, geometry.shape(
-                        sizes[i], [t.img_scale[0] for op, t in geometry.ops if op == 'resize']))
+                    s = fixed.get(i) or fixed.setdefault(i, geometry.sample(index, sizes[i]))
                 h, w = max(h, s[0]), max(w, s[1])
             flag = None if flags is None else int(flags[int(batch[0])])
             counts.setdefault(flag, Counter())[(h, w)] += 1

@@ -231,3 +231,146 @@ def test_pipeline_bound_is_the_old_name_and_scales_by_the_ratio():
     assert pipeline_bound(cfg) == worst_case_shape(cfg) == (160, 160)
     with pytest.raises(ValueError, match='samples_per_gpu'):
         loader_shapes(cfg, [], 0)
+
+
+def _detr_pipeline(k=1):
+    """mmdet's DETR training pipeline (``detr_r50_8x2_150e_coco.py``), its sizes divided by
+    ``k``: a flip, then AutoAugment's multi-scale Resize or Resize -> RandomCrop ->
+    Resize(override=True)."""
+    long = 1333 // k
+    scales = [(s // k, long) for s in range(480, 801, 32)]
+    return [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+            dict(type='RandomFlip', flip_ratio=0.5),
+            dict(type='AutoAugment', policies=[
+                [dict(type='Resize', img_scale=scales, multiscale_mode='value', keep_ratio=True)],
+                [dict(type='Resize', img_scale=[(s // k, long) for s in (400, 500, 600)],
+                      multiscale_mode='value', keep_ratio=True),
+                 dict(type='RandomCrop', crop_type='absolute_range',
+                      crop_size=(384 // k, 600 // k), allow_negative_crop=True),
+                 dict(type='Resize', img_scale=scales, multiscale_mode='value', override=True,
+                      keep_ratio=True)]]),
+            dict(type='Normalize', mean=[0, 0, 0], std=[1, 1, 1], to_rgb=True),
+            dict(type='Pad', size_divisor=1), dict(type='DefaultFormatBundle'),
+            dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels'])]
+
+
+def test_detr_auto_augment_is_simulated_draw_for_draw(coco_root):
+    """DETR's AutoAugment (a policy drawn, then its Resize, RandomCrop with
+    ``allow_negative_crop``, Resize(override=True)) is replayed as the loader draws it: the
+    simulated epochs give the loader's batch shapes, as often; ``worst`` dominates them and
+    stays within the config's bound (the largest over the policies)."""
+    cfg = _cfg(coco_root, _detr_pipeline())
+    assert pipeline_bound(cfg) == (1333, 1333)
+    assert pipeline_bound(cfg, 'landscape') == pipeline_bound(cfg, 'portrait') == (1333, 1333)
+    small = _cfg(coco_root, _detr_pipeline(10))
+    dataset = build_dataset(small.data.train)
+    epochs = 8
+    seen, boxes = _run_loader(dataset, 2, epochs=epochs)
+    shapes = loader_shapes(small, dataset, 2, epochs=epochs)
+    assert shapes.from_data and shapes.note is None
+    for group in shapes.groups:
+        got = seen[group.flag]
+        n = sum(got.values())
+        assert {s: f for s, f in group.shapes if f > 0} == pytest.approx(
+            {s: c / n for s, c in got.items()})
+        assert all(h <= group.worst[0] and w <= group.worst[1] for h, w in got)
+        assert group.worst[0] <= 133 and group.worst[1] <= 133
+    assert len({s for c in seen.values() for s in c}) > 4  # the draws do vary the shapes
+
+
+def test_unmodelled_crops_fall_back_to_the_bound_naming_them(coco_root):
+    """A crop that may refuse (``allow_negative_crop=False``: the retry depends on where the
+    boxes lie) is not simulated: the bound, and a note naming the transform."""
+    pipeline = _detr_pipeline(10)
+    pipeline[3]['policies'][1][1]['allow_negative_crop'] = False
+    cfg = _cfg(coco_root, pipeline)
+    shapes = loader_shapes(cfg, build_dataset(cfg.data.train), 2)
+    assert not shapes.from_data and 'RandomCrop' in shapes.note
+    assert shapes.worst == (133, 133)
+    # a crop after a Resize of continuous scales, then a keep-ratio Resize: no corner is
+    # known to be its worst case
+    pipeline = _detr_pipeline(10)
+    pipeline[3]['policies'][1][0] = dict(type='Resize', img_scale=(60, 133),
+                                         ratio_range=(0.5, 1.0))
+    cfg = _cfg(coco_root, pipeline)
+    shapes = loader_shapes(cfg, build_dataset(cfg.data.train), 2)
+    assert not shapes.from_data and 'Resize' in shapes.note and shapes.worst == (133, 133)
+
+
+@pytest.mark.parametrize('crop, before, expected', [
+    (dict(crop_size=(30, 50)), None, (30, 50)),
+    (dict(crop_size=(30, 50)), (40, 40), (30, 40)),
+    (dict(crop_size=(30, 50), crop_type='absolute_range'), None, (50, 50)),
+    (dict(crop_size=(30, 50), crop_type='absolute_range'), (40, 60), (40, 50)),
+    (dict(crop_size=(0.5, 0.5), crop_type='relative'), (40, 60), (40, 60)),
+    (dict(crop_size=(0.5, 0.5), crop_type='relative_range'), None, None),
+])
+def test_pipeline_bound_of_random_crop(crop, before, expected):
+    pipeline = [dict(type='Resize', img_scale=(before[1], before[0]), keep_ratio=False)] \
+        if before else []
+    pipeline.append(dict(type='RandomCrop', **crop))
+    cfg = Config(dict(data=dict(train=dict(pipeline=pipeline))))
+    assert pipeline_bound(cfg) == expected
+
+
+def test_detr_worst_is_the_largest_reachable_shape():
+    """``largest`` enumerates the scales and the corners of the crop's size range: it equals
+    the brute-force largest over every scale and every crop size the pipeline can draw."""
+    from ckptzoo.datasets.pipeline_geometry import _Geometry, _padded, _resized
+    from ckptzoo.registry import build_transform
+    pipeline = _detr_pipeline(10)
+    geometry = _Geometry(pipeline)
+    assert geometry.unknown is None and geometry.random
+    policies = pipeline[3]['policies']
+    scales, first = policies[0][0]['img_scale'], policies[1][0]['img_scale']
+    pad = build_transform(dict(type='Pad', size_divisor=1))
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        hw = (int(rng.integers(10, 300)), int(rng.integers(10, 300)))
+        outs = {_resized(hw, s, True) for s in scales}
+        for s in first:
+            h, w = _resized(hw, s, True)
+            outs |= {_padded(_resized((ch, cw), s2, True), pad)
+                     for ch in range(min(h, 38), min(h, 60) + 1)
+                     for cw in range(min(w, 38), min(w, 60) + 1) for s2 in scales}
+        assert geometry.largest(hw) == (max(o[0] for o in outs), max(o[1] for o in outs))
+        for seed in range(5):
+            np.random.seed(seed)
+            assert geometry.sample(None, hw) in outs
+
+
+def test_auto_augment_steps_keep_the_size_and_their_draws_are_replayed():
+    """Policies with AutoAugment's photometric and geometric steps (they draw ``rand()``,
+    and the geometric ones the sign when applied) are replayed draw for draw: each sample's
+    simulated size is the one the pipeline gives, for many seeds."""
+    from ckptzoo.datasets.pipelines import Compose
+    from ckptzoo.datasets.pipeline_geometry import _Geometry
+    scales = [(40, 100), (50, 100), (60, 100)]
+    policies = [
+        [dict(type='Translate', level=5, prob=0.5),
+         dict(type='Resize', img_scale=scales, multiscale_mode='value')],
+        [dict(type='ColorTransform', level=3, prob=0.6),
+         dict(type='Rotate', level=4, prob=0.7),
+         dict(type='Resize', img_scale=scales, multiscale_mode='value'),
+         dict(type='RandomCrop', crop_type='absolute_range', crop_size=(20, 45),
+              allow_negative_crop=True)],
+        [dict(type='EqualizeTransform', prob=0.5), dict(type='Shear', level=3, prob=0.5),
+         dict(type='Resize', img_scale=scales, multiscale_mode='value')]]
+    pipeline = [dict(type='RandomFlip', flip_ratio=0.5),
+                dict(type='AutoAugment', policies=policies), dict(type='Pad', size_divisor=8)]
+    geometry = _Geometry(pipeline)
+    assert geometry.unknown is None and geometry.random
+    transforms = Compose(pipeline)
+    seen = set()
+    for seed in range(60):
+        h, w = 30 + seed % 17, 70 - seed % 23
+        np.random.seed(seed)
+        expected = geometry.sample(None, (h, w))
+        img = (np.arange(h * w * 3).reshape(h, w, 3) % 251).astype(np.uint8)
+        np.random.seed(seed)
+        out = transforms(dict(img=img, img_shape=img.shape, gt_bboxes=np.zeros((0, 4), np.float32),
+                              bbox_fields=['gt_bboxes'], img_fields=['img']))
+        assert out['img'].shape[:2] == expected
+        assert all(a <= b for a, b in zip(expected, geometry.largest((h, w))))
+        seen.add(expected)
+    assert len(seen) > 5

@@ -26,6 +26,13 @@ from .loading import LoadPanopticAnnotations  # noqa: E402
 __all__ += ['LoadPanopticAnnotations']
 
 from .auto_augment import AutoAugment  # noqa: E402
-from .transforms import RandomCrop  # noqa: E402
+from .random_crop import RandomCrop  # noqa: E402
 
 __all__ += ['AutoAugment', 'RandomCrop']
+from .auto_augment import (BrightnessTransform, ColorTransform, ContrastTransform,  # noqa: E402
+                           EqualizeTransform)
+
+__all__ += ['BrightnessTransform', 'ColorTransform', 'ContrastTransform', 'EqualizeTransform']
+from .auto_augment_geometric import Rotate, Shear, Translate  # noqa: E402
+
+__all__ += ['Rotate', 'Shear', 'Translate']
