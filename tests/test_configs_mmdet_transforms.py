@@ -14,6 +14,7 @@ import pytest
 from mmengine.config import Config
 
 from ckptzoo.datasets import build_dataset, generate_coco
+from ckptzoo.datasets.synthetic_coco_panoptic import generate_coco_panoptic
 from ckptzoo.datasets.batch_shapes import ORIENTATIONS, pipeline_bound
 from ckptzoo.datasets.sample_seed import SeededIndex
 from ckptzoo.registry import DATASETS, TRANSFORMS
@@ -38,15 +39,20 @@ def _names_them(path):
 
 CONFIGS = [c for c in model_configs(ROOT) if _names_them(osp.join(ROOT, c))] if ROOT else []
 
+def _panoptic(name):
+    return 'panoptic' in name or name.startswith('maskformer/')
+
+
 # datasets that do not build yet, and why (outside RandomCrop / AutoAugment)
 NOT_YET = {}
 for _name in CONFIGS:
-    if 'panoptic' in _name or _name.startswith('maskformer/'):
+    if _panoptic(_name):
         if DATASETS.get('CocoPanopticDataset') is None:
             NOT_YET[_name] = "unknown dataset type 'CocoPanopticDataset'"
     if '_scp_' in _name and TRANSFORMS.get('CopyPaste') is None:
         NOT_YET[_name] = "unknown transform type 'CopyPaste'"
 COCO_NAMES = ('person', 'bicycle', 'car')
+PANOPTIC_STUFF = ('sand', 'sky-other-merged', 'wall-other-merged')
 
 pytestmark = pytest.mark.skipif(ROOT is None, reason='mmdet 2.28.2 (its configs) not installed')
 
@@ -56,6 +62,15 @@ def data_tree(tmp_path_factory):
     root = tmp_path_factory.mktemp('mmdet_crop_data')
     generate_coco(str(root / 'data' / 'coco'), num_train=4, num_val=2, img_size=(48, 64),
                   names=COCO_NAMES, cat_ids=(1, 2, 3))
+    return root
+
+
+@pytest.fixture(scope='module')
+def panoptic_tree(tmp_path_factory):
+    """COCO panoptic data (PNG maps) with COCO's names, for the panoptic configs."""
+    root = tmp_path_factory.mktemp('mmdet_crop_panoptic_data')
+    generate_coco_panoptic(str(root / 'data' / 'coco'), num_train=4, num_val=2,
+                           img_size=(48, 64), names=COCO_NAMES + PANOPTIC_STUFF)
     return root
 
 
@@ -78,8 +93,8 @@ def _types(transforms):
 
 
 @pytest.mark.parametrize('name', CONFIGS)
-def test_training_dataset_builds_and_gives_a_sample(name, data_tree, monkeypatch):
-    monkeypatch.chdir(data_tree)
+def test_training_dataset_builds_and_gives_a_sample(name, data_tree, panoptic_tree, monkeypatch):
+    monkeypatch.chdir(panoptic_tree if _panoptic(name) else data_tree)
     cfg = Config.fromfile(osp.join(ROOT, name), import_custom_modules=False)
     if name in NOT_YET:
         with pytest.raises(KeyError, match=NOT_YET[name]):
