@@ -16,3 +16,7 @@ __all__ += ['GaussianMixture1D']
 from .misc import center_of_mass, generate_coordinate  # noqa: E402
 
 __all__ += ['center_of_mass', 'generate_coordinate']
+
+from .misc import multi_apply  # noqa: E402
+
+__all__ += ['multi_apply']

@@ -1,7 +1,9 @@
 """mmdet 2.x's ``mmdet/core/utils/misc.py``: small tensor helpers of the heads."""
+import functools
+
 import torch
 
-__all__ = ['unmap', 'flip_tensor', 'center_of_mass', 'generate_coordinate']
+__all__ = ['unmap', 'flip_tensor', 'center_of_mass', 'generate_coordinate', 'multi_apply']
 
 
 def unmap(data, count, inds, fill=0):
@@ -47,3 +49,10 @@ def generate_coordinate(featmap_sizes, device='cuda', dtype=None):
     y = y.expand([featmap_sizes[0], 1, -1, -1])
     x = x.expand([featmap_sizes[0], 1, -1, -1])
     return torch.cat([x, y], 1)
+
+
+def multi_apply(func, *args, **kwargs):
+    """mmdet's ``multi_apply``: ``func`` (with ``kwargs``) over the zipped ``args``, its tuple
+    results transposed into a tuple of lists (one list per result)."""
+    fn = functools.partial(func, **kwargs) if kwargs else func
+    return tuple(map(list, zip(*map(fn, *args))))

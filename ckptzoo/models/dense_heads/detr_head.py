@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from ...core.bbox.transforms import bbox_cxcywh_to_xyxy, bbox_xyxy_to_cxcywh
 from ...core.utils import reduce_mean
 from ...registry import MODELS, TASK_UTILS
+from ...core.utils import multi_apply
 from ...runner.fp16 import force_fp32
 from ..checkpointing import CheckpointOwnerMixin
 from ..utils import build_activation_layer
@@ -34,12 +35,6 @@ from ..utils.transformer_layers import FFN
 from .base_dense_head import BaseDenseHead
 
 __all__ = ['DETRHead']
-
-def multi_apply(func, *args):
-    """``func`` over zipped ``args``; its tuple results transposed into a tuple of lists
-    (mmdet's ``multi_apply``; kept private here, ckptzoo's core has none)."""
-    return tuple(map(list, zip(*map(func, *args))))
-
 
 _V1_KEYS = {'.self_attn.': '.attentions.0.', '.ffn.': '.ffns.0.',
             '.multihead_attn.': '.attentions.1.', '.decoder.norm.': '.decoder.post_norm.'}
