@@ -1,10 +1,10 @@
 # Mask2Former R50 on COCO 2017 panoptic, large-scale jittering at 1024x1024, 368750 iterations,
 # 8 GPUs x 2 images (mmdet 2.x's mask2former/mask2former_r50_lsj_8x2_50e_coco-panoptic.py, same
-# schema; the panoptic data settings of its _base_/datasets/coco_panoptic.py are written here).
+# schema: the panoptic data of _base_/datasets/coco_panoptic.py, its pipelines replaced).
 # Needs data/coco (panoptic annotations and PNGs, instances_val2017.json) and torchvision's
 # resnet50 weights. Checkpoint units: backbone stages, the pixel decoder's input projections,
 # encoder layers (6) and top-down stage, the query head and the 9 decoder layers.
-_base_ = ['../_base_/default_runtime.py']
+_base_ = ['../_base_/datasets/coco_panoptic.py', '../_base_/default_runtime.py']
 num_things_classes = 80
 num_stuff_classes = 53
 num_classes = num_things_classes + num_stuff_classes
@@ -138,9 +138,7 @@ model = dict(
         filter_low_score=True),  # panoptic: drop pixels where the query's mask < 0.5
     init_cfg=None)
 
-# data: COCO panoptic, large-scale jittering
-dataset_type = 'CocoPanopticDataset'
-data_root = 'data/coco/'
+# data: COCO panoptic (the base's test pipeline), large-scale jittering for training
 image_size = (1024, 1024)
 img_norm_cfg = dict(
     mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)
@@ -171,44 +169,13 @@ train_pipeline = [
         type='Collect',
         keys=['img', 'gt_bboxes', 'gt_labels', 'gt_masks', 'gt_semantic_seg']),
 ]
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(
-        type='MultiScaleFlipAug',
-        img_scale=(1333, 800),
-        flip=False,
-        transforms=[
-            dict(type='Resize', keep_ratio=True),
-            dict(type='RandomFlip'),
-            dict(type='Normalize', **img_norm_cfg),
-            dict(type='Pad', size_divisor=32),
-            dict(type='ImageToTensor', keys=['img']),
-            dict(type='Collect', keys=['img']),
-        ])
-]
+data_root = 'data/coco/'
 data = dict(
     samples_per_gpu=2,
     workers_per_gpu=2,
-    train=dict(
-        type=dataset_type,
-        ann_file=data_root + 'annotations/panoptic_train2017.json',
-        img_prefix=data_root + 'train2017/',
-        seg_prefix=data_root + 'annotations/panoptic_train2017/',
-        pipeline=train_pipeline),
-    val=dict(
-        type=dataset_type,
-        ann_file=data_root + 'annotations/panoptic_val2017.json',
-        img_prefix=data_root + 'val2017/',
-        seg_prefix=data_root + 'annotations/panoptic_val2017/',
-        pipeline=test_pipeline,
-        ins_ann_file=data_root + 'annotations/instances_val2017.json'),
-    test=dict(
-        type=dataset_type,
-        ann_file=data_root + 'annotations/panoptic_val2017.json',
-        img_prefix=data_root + 'val2017/',
-        seg_prefix=data_root + 'annotations/panoptic_val2017/',
-        pipeline=test_pipeline,
-        ins_ann_file=data_root + 'annotations/instances_val2017.json'))
+    train=dict(pipeline=train_pipeline),
+    val=dict(ins_ann_file=data_root + 'annotations/instances_val2017.json'),
+    test=dict(ins_ann_file=data_root + 'annotations/instances_val2017.json'))
 
 # optimizer: AdamW, backbone at 0.1 lr, no decay on the query / level embeddings and norms
 embed_multi = dict(lr_mult=1.0, decay_mult=0.0)
