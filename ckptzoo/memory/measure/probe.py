@@ -41,27 +41,54 @@ __all__ = ['probe', 'probe_modes', 'ddp_bucket_bytes', 'Run', 'worst_case_shape'
 # the recorder
 # ------------------------------------------------------------------------------------------
 class _UnitTracker(LiveTensorTracker):
-    """The live-tensor tracker that also notes the storages an op outside the unit that made
-    them reads: a unit output no other op reads is alive at forward end only because the
-    unit's own ops saved it, and a ``'full'`` checkpoint would free it."""
+    """The live-tensor tracker that also notes which outputs of a unit are read outside it
+    during the forward: by another unit (whose ``'full'`` checkpoint keeps its inputs: counted
+    as large as they were at the read, since a reader that keeps only a copy, such as a
+    transpose-then-matmul, lets the plain step free the output), or by any other op and still
+    alive when the forward ends. A unit output no other op reads is alive in the plain step
+    only because the unit's own ops saved it, and a ``'full'`` checkpoint frees it."""
 
     def __init__(self):
         super().__init__()
-        self.read_outside = set()
+        self.watched = {}    # storage key of a unit output -> the unit that made it
+        self.read_keys = {}  # key of a watched output read outside, while alive -> unit
+        self.unit_read = {}  # key of a watched output another unit read, while alive
+        self.unit_bytes = {}  # unit -> bytes of its outputs other units read
+
+    def watch(self, key, unit):
+        if self._tags.get(key) == unit:  # made by the unit (not an input passed through)
+            self.watched[key] = unit
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        for t in iter_tensors((args, kwargs)):
-            try:
-                key = t.untyped_storage()._cdata
-            except (RuntimeError, NotImplementedError):
-                continue
-            tag = self._tags.get(key)
-            if tag is not None and tag != self.tag:
-                self.read_outside.add(key)
+        if self.watched:
+            for t in iter_tensors((args, kwargs)):
+                try:
+                    key = t.untyped_storage()._cdata
+                except (RuntimeError, NotImplementedError):
+                    continue
+                unit = self.watched.get(key)
+                if unit is None or unit == self.tag:
+                    continue
+                self.read_keys[key] = unit
+                if self.tag is not None and key not in self.unit_read:
+                    self.unit_read[key] = unit
+                    self.unit_bytes[unit] = self.unit_bytes.get(unit, 0) + \
+                        self._sizes.get(key, 0)
         return super().__torch_dispatch__(func, types, args, kwargs)
 
+    def outputs_read_outside(self):
+        """``({unit: bytes a 'full' checkpoint keeps}, {unit: bytes of those alive now})``."""
+        kept, alive = dict(self.unit_bytes), {}
+        for key, unit in self.read_keys.items():
+            alive[unit] = alive.get(unit, 0) + self._sizes.get(key, 0)
+            if key not in self.unit_read:
+                kept[unit] = kept.get(unit, 0) + self._sizes.get(key, 0)
+        return kept, alive
+
     def _free(self, key):
-        self.read_outside.discard(key)
+        self.watched.pop(key, None)
+        self.read_keys.pop(key, None)
+        self.unit_read.pop(key, None)
         super()._free(key)
 
 
@@ -78,8 +105,8 @@ class _Recorder(CheckpointObserver):
         self.forward = True
         self.bwd_started = set()
         self.kept = {}
-        self.outputs = {}         # name -> storage keys of its output tensors
-        self.kept_outputs = {}    # name -> bytes of its own outputs alive when forward ends
+        self.kept_outputs = {}    # name -> bytes of its own outputs that ops outside it read
+        self.alive_outputs = {}   # name -> those of them still alive when the forward ends
         self.checkpointed = set()  # names of the units the checkpoint guard would checkpoint
         self.current = None       # the unit whose forward runs
         self.recompute = {}       # name -> seconds of its recompute(s) in backward
@@ -116,7 +143,9 @@ class _Recorder(CheckpointObserver):
             if self.tracker is not None:
                 self.tracker.tag = None
         self.event('fend', name)
-        self.outputs[name] = {t.untyped_storage()._cdata for t in iter_tensors(out)}
+        if self.tracker is not None:
+            for t in iter_tensors(out):
+                self.tracker.watch(t.untyped_storage()._cdata, name)
         for t in iter_tensors(out):
             if t.requires_grad:
                 t.register_hook(self._bwd_hook(name))
@@ -148,9 +177,8 @@ class _Recorder(CheckpointObserver):
         self.forward = False
         if self.tracker is not None:
             self.kept = self.tracker.live_bytes_by_tag()
-            read = self.tracker.read_outside
-            self.kept_outputs = {name: self.tracker.live_bytes_of(keys & read, tag=name)
-                                 for name, keys in self.outputs.items()}
+            self.kept_outputs, self.alive_outputs = self.tracker.outputs_read_outside()
+            self.tracker.watched.clear()  # backward's reads are not the forward's consumers
 
 
 def _would_checkpoint(unit, function, args, module):
@@ -256,17 +284,21 @@ def _set_modes(model, mode, names):
 def _derive_full(rec, plain, i, name):
     """``(kept, fwd_peak, bwd_peak)`` of unit ``name`` in ``'full'`` mode from its plain
     recorded step, without running it: a full checkpoint keeps its inputs (counted by their
-    producers) and those of its own outputs that an op outside it reads (one that nothing else
-    reads, such as the lowest FPN level's merged lateral, is alive in the plain step only
-    because the unit's own conv saved it); the BN-safe recompute adds no tensor. Its
-    backward first recomputes the plain forward (at most the plain forward transient) and then
-    runs the plain backward over the recomputed tensors. The forward transient is bounded by
-    the plain one (the saved tensors are dropped as the forward goes): over-estimates only."""
+    producers), so a unit keeps those of its own outputs that an op outside it reads, as large
+    as they were at the read (a reader that keeps only a copy, such as a transpose-then-matmul,
+    frees the output in the plain step, but a checkpointed reader keeps it); one that nothing
+    else reads, such as the lowest FPN level's merged lateral, is alive in the plain step only
+    because the unit's own conv saved it. The BN-safe recompute adds no tensor. Its backward
+    first recomputes the plain forward (at most the plain forward transient) and then runs the
+    plain backward over the recomputed tensors; the outputs the plain step kept because a
+    reader saved them are counted in ``kept`` but not made again. The forward transient is
+    bounded by the plain one (the saved tensors are dropped as the forward goes):
+    over-estimates only."""
     kept, fwd, bwd = plain['kept'][i], plain['fwd_peak'][i], plain['bwd_peak'][i]
     if name not in rec.checkpointed:  # the guard runs it plainly: plain costs
         return kept, fwd, bwd
     kept_full = rec.kept_outputs.get(name, 0)
-    return kept_full, fwd, max(kept + bwd, fwd) - kept_full
+    return kept_full, fwd, max(kept + bwd, fwd) - rec.alive_outputs.get(name, 0)
 
 
 def _selective_seconds(records, order):
