@@ -6,7 +6,7 @@ import os.path as osp
 import numpy as np
 import pytest
 
-from ckptzoo.core.mask.structures import BitmapMasks
+from ckptzoo.core.mask.structures import BitmapMasks, PolygonMasks
 from ckptzoo.datasets import build_dataset, generate_coco
 from ckptzoo.datasets.pipelines import CopyPaste
 from ckptzoo.registry import build_transform
@@ -172,6 +172,10 @@ def test_bad_input_is_refused_with_what_is_missing():
     with pytest.raises(ValueError, match=r'one size: this image is \(10, 10, 3\).*'
                                          r'the partner \(10, 12, 3\)'):
         CopyPaste(selected=False)(_with_partner(_item(0, [(0, 0, 4, 4)], [1]), other))
+    poly = _item(0, [(0, 0, 4, 4)], [1])
+    poly['gt_masks'] = PolygonMasks([[np.array([0., 0., 4., 0., 4., 4.])]], H, W)
+    with pytest.raises(TypeError, match='bitmap masks .*poly2mask=True.*PolygonMasks'):
+        CopyPaste()(_with_partner(poly, _item(1, [(0, 0, 4, 4)], [2])))
     bare = _item(0, [], [], masks=False)
     bare.pop('gt_bboxes')
     with pytest.raises(KeyError, match='"gt_masks" or "gt_bboxes"'):

@@ -111,6 +111,9 @@ class CopyPaste:
                                    'of both images (LoadAnnotations with_mask / with_bbox)')
                 item['gt_masks'] = _boxes_to_masks(item['gt_bboxes'], item['img'].shape)
                 by_box = True
+            elif not isinstance(getattr(item['gt_masks'], 'masks', None), np.ndarray):
+                raise TypeError(f'CopyPaste needs bitmap masks (LoadAnnotations with '
+                                f'poly2mask=True), got {type(item["gt_masks"]).__name__}')
         if self.selected:
             src = self._select(src)
         out = self._paste(results, src)
