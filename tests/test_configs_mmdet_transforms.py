@@ -17,7 +17,7 @@ from ckptzoo.datasets import build_dataset, generate_coco
 from ckptzoo.datasets.synthetic_coco_panoptic import generate_coco_panoptic
 from ckptzoo.datasets.batch_shapes import ORIENTATIONS, pipeline_bound
 from ckptzoo.datasets.sample_seed import SeededIndex
-from ckptzoo.registry import DATASETS, TRANSFORMS
+from ckptzoo.registry import DATASETS
 from tests.helpers.mmdet_config_count import mmdet_configs_root, model_configs
 
 ROOT = mmdet_configs_root()
@@ -49,8 +49,6 @@ for _name in CONFIGS:
     if _panoptic(_name):
         if DATASETS.get('CocoPanopticDataset') is None:
             NOT_YET[_name] = "unknown dataset type 'CocoPanopticDataset'"
-    if '_scp_' in _name and TRANSFORMS.get('CopyPaste') is None:
-        NOT_YET[_name] = "unknown transform type 'CopyPaste'"
 COCO_NAMES = ('person', 'bicycle', 'car')
 PANOPTIC_STUFF = ('sand', 'sky-other-merged', 'wall-other-merged')
 
@@ -105,6 +103,8 @@ def test_training_dataset_builds_and_gives_a_sample(name, data_tree, panoptic_tr
     while hasattr(inner, 'dataset'):
         inner = inner.dataset
     assert 'RandomCrop' in set(_types(inner.pipeline.transforms))
+    if '_scp_' in name:  # simple copy-paste: the partner's objects pasted by CopyPaste
+        assert train.pipeline_types[0] == 'CopyPaste'
     # the memory planner's bound (of the sample's orientation) holds every sample's size
     bound = pipeline_bound(cfg)
     assert bound is not None
@@ -115,6 +115,9 @@ def test_training_dataset_builds_and_gives_a_sample(name, data_tree, panoptic_tr
         assert img.dim() == 3 and img.shape[0] == 3
         boxes = sample['gt_bboxes'].data
         assert len(boxes) == len(sample['gt_labels'].data) > 0
+        if 'gt_masks' in sample:
+            masks = getattr(sample['gt_masks'], 'data', sample['gt_masks'])
+            assert len(masks) == len(boxes)
         meta = getattr(sample['img_metas'], 'data', sample['img_metas'])
         h, w = meta['img_shape'][:2]
         assert img.shape[1] >= h and img.shape[2] >= w  # padded after the crop

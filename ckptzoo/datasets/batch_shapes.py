@@ -38,7 +38,7 @@ from PIL import Image
 
 from .builder import GroupSampler, build_dataloader
 from .pipeline_geometry import SHAPE_KEEPING, Shape, _Geometry
-from .train_config import train_pipeline
+from .train_config import innermost_train, train_pipeline
 
 __all__ = ['GroupShapes', 'LoaderShapes', 'loader_shapes', 'pipeline_bound', 'SHAPE_KEEPING']
 
@@ -162,7 +162,27 @@ def pipeline_bound(cfg: Any, orientation: str | None = None) -> Shape | None:
     if orientation not in (None, 'landscape', 'portrait'):
         raise ValueError(f"orientation must be None, 'landscape' or 'portrait', got "
                          f'{orientation!r}')
-    return _bound_of(train_pipeline(cfg), None, orientation)
+    return _bound_of(_mixed_pipeline(cfg), None, orientation)
+
+
+#: what a ``MultiImageMixDataset``'s own pipeline may hold for the items' geometry to be
+#: that of its dataset's pipeline (``CopyPaste`` pastes onto the image, its size stays)
+MIX_SIZE_KEEPING = SHAPE_KEEPING | {'CopyPaste'}
+
+
+def _mixed_pipeline(cfg) -> list:
+    """The training pipeline; for a ``MultiImageMixDataset`` whose own pipeline keeps the
+    size (``simple_copy_paste``'s ``CopyPaste``), its dataset's pipeline followed by it, as
+    the items go through both."""
+    outer = train_pipeline(cfg)
+    inner = innermost_train(cfg)[1]
+    inner = inner.get('dataset') if isinstance(inner, dict) else None
+    while isinstance(inner, dict) and 'pipeline' not in inner and 'dataset' in inner:
+        inner = inner['dataset']
+    if isinstance(inner, dict) and inner.get('pipeline') and all(
+            isinstance(t, dict) and t.get('type') in MIX_SIZE_KEEPING for t in outer):
+        return list(inner['pipeline']) + outer
+    return outer
 
 
 def _bound_of(transforms, shape, orientation):
@@ -284,10 +304,12 @@ def _table(dataset, pipeline: list):
         if counts is None:
             return None, None, None, why
         # at most its own boxes and all of every partner's (Mosaic 3, MixUp 1), each
-        # partner bounded by the image with the most
-        partners = sum(getattr(t, 'num_partners', 0) for t in dataset.pipeline)
+        # partner bounded by the image with the most; a transform that pastes only some of
+        # them says how many at most (CopyPaste: max_num_pasted - 1)
         most = max(counts, default=0)
-        return None, [c + partners * most for c in counts], None, why
+        extra = sum(t.max_pasted(most) if hasattr(t, 'max_pasted')
+                    else getattr(t, 'num_partners', 0) * most for t in dataset.pipeline)
+        return None, [c + extra for c in counts], None, why
     inner = getattr(dataset, 'dataset', None)
     if inner is not None:
         if hasattr(dataset, 'repeat_indices'):

@@ -36,3 +36,6 @@ __all__ += ['BrightnessTransform', 'ColorTransform', 'ContrastTransform', 'Equal
 from .auto_augment_geometric import Rotate, Shear, Translate  # noqa: E402
 
 __all__ += ['Rotate', 'Shear', 'Translate']
+from .copy_paste import CopyPaste  # noqa: E402
+
+__all__ += ['CopyPaste']
