@@ -289,3 +289,41 @@ def test_rfnext_init_model_reads_the_custom_hooks():
     assert hook.mode == 'search' and len(_ops(model)) == 17
     # the runner's hook is built from the same entry
     assert isinstance(build_hook(dict(cfg.custom_hooks[0])), RFSearchHook)
+
+
+def test_a_resumed_search_continues_where_it_stood(tmp_path):
+    """mmcv restarts a resumed search at the config's step with the initial rates; here the
+    checkpoint's ``meta['rfsearch']`` restores them and the step that ran after the save, so
+    the resumed run's rates, JSON and weights equal the uninterrupted run's."""
+    from ckptzoo.apis import set_random_seed
+    from ckptzoo.apis.train import build_train_datasets, build_train_model, train_model
+    from ckptzoo.datasets import generate_coco
+    from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
+    from ckptzoo.runner.checkpoint import load_file
+    root = generate_coco(str(tmp_path / 'coco'), num_train=4, num_val=0, img_size=(64, 64),
+                         classes=SYNTHETIC_CLASSES, seed=0)
+    logger = logging.getLogger('ckptzoo.test.rfsearch')
+
+    def run(name, **extra):
+        cfg = _rfnext_cfg(root, str(tmp_path / name), mode='search', rfstructure_file=None)
+        cfg.custom_hooks[1].config.search.max_step = 10
+        cfg.custom_hooks[1].verbose = False
+        cfg.runner.max_epochs = 3
+        cfg.update(extra)
+        set_random_seed(0)
+        model = build_train_model(cfg)
+        return train_model(model, build_train_datasets(cfg), cfg, logger=logger)
+
+    whole = run('whole')
+    first = load_file(str(tmp_path / 'whole' / 'epoch_1.pth'), 'cpu')
+    assert first['meta']['rfsearch']['step'] == 0  # saved before the epoch's search step
+    resumed = run('resumed', resume_from=str(tmp_path / 'whole' / 'epoch_1.pth'))
+    for step in (2, 3):
+        name = f'local_search_config_step{step}.json'
+        assert (tmp_path / 'resumed' / name).read_text() == (tmp_path / 'whole' / name).read_text()
+    rates = [[m.dilation_rates for m in r.model.modules() if isinstance(m, Conv2dRFSearchOp)]
+             for r in (whole, resumed)]
+    assert rates[0] == rates[1]
+    theirs = whole.model.state_dict()
+    for key, value in resumed.model.state_dict().items():
+        torch.testing.assert_close(value, theirs[key], rtol=0, atol=1e-6, msg=key)

@@ -7,6 +7,10 @@ by :func:`ckptzoo.apis.build_train_model`, ``tools/test.py`` and ``init_detector
 rates in ``'search'`` mode and writes ``local_search_config_step{n}.json`` to the work dir.
 Layer names in that file are ``module.<name in the model>``, as mmcv writes them from its
 ``MMDataParallel``-wrapped model, so files from mmcv and from here are interchangeable.
+
+Fixed over mmcv: a resumed search continues where it stood (the step and every op's rates are
+saved in the checkpoint's ``meta['rfsearch']``; mmcv restarts at the config's step with the
+initial rates under weights trained at others); under DDP one rank writes the JSON.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import torch.nn as nn
 
 from ...ops.conv_rfsearch import BaseConvRFSearchOp, Conv2dRFSearchOp, get_single_padding
 from ...registry import HOOKS, unscoped
+from ..dist_utils import get_dist_info
 from ..utils import unwrap_model
 from .hook import Hook
 
@@ -118,6 +123,7 @@ class RFSearchHook(Hook):
         if rfstructure_file is not None:
             self.config['structure'] = load_rfstructure(rfstructure_file)
         self.mode = mode
+        self.initial_step = search['step']
         self.num_branches = search['num_branches']
         self.by_epoch = by_epoch
         self.verbose = verbose
@@ -146,6 +152,42 @@ class RFSearchHook(Hook):
                 'rfnext_init_model), or call RFSearchHook.init_model(model) before the '
                 'optimizer is built.')
 
+    def before_save_checkpoint(self, runner, checkpoint) -> None:
+        """The search's position and every op's rates go into ``meta['rfsearch']``: the
+        weights alone do not say at which rates they were trained."""
+        if self.mode != 'search':
+            return
+        ops = {name: dict(dilation=list(op.op_layer.dilation),
+                          rates=[list(r) for r in op.dilation_rates])
+               for name, op in self._ops(unwrap_model(runner.model))}
+        checkpoint.setdefault('meta', {})['rfsearch'] = dict(
+            step=self.config['search']['step'], ops=ops)
+
+    def after_load_checkpoint(self, runner, checkpoint) -> None:
+        """Resume the search where it stood (mmcv restarts it at the config's step with the
+        initial rates, under weights trained at others): the step count and each op's rates
+        from ``meta['rfsearch']``, then the step of the saved epoch (iteration) that ran after
+        the checkpoint was written, on the same branch weights."""
+        state = (checkpoint.get('meta') or {}).get('rfsearch')
+        if self.mode != 'search' or state is None:
+            return
+        model = unwrap_model(runner.model)
+        ops = dict(self._ops(model))
+        if set(ops) != set(state['ops']):
+            raise ValueError(f'the checkpoint searched other layers than this model has: '
+                             f'{sorted(set(ops) ^ set(state["ops"]))[:3]}')
+        for name, saved in state['ops'].items():
+            op = ops[name]
+            op.op_layer.dilation = tuple(saved['dilation'])
+            op.op_layer.padding = op.get_padding(op.op_layer.dilation)
+            op.dilation_rates = [tuple(r) for r in saved['rates']]
+        self.config['search']['step'] = state['step']
+        for name, op in ops.items():
+            self.config['structure'][f'module.{name}'] = op.op_layer.dilation
+        done = runner.epoch if self.by_epoch else runner.iter
+        for _ in range(self.initial_step + done - state['step']):
+            self.step(model, runner.work_dir)
+
     def after_train_epoch(self, runner) -> None:
         if self.by_epoch and self.mode == 'search':
             self.step(runner.model, runner.work_dir)
@@ -170,6 +212,8 @@ class RFSearchHook(Hook):
         self.estimate_and_expand(model)
         for name, module in self._ops(model):
             self.config['structure'][f'module.{name}'] = module.op_layer.dilation
+        if get_dist_info()[0] != 0:  # every rank moves its rates; one writes them
+            return
         if work_dir is None:
             raise ValueError('RFSearchHook needs a work dir to write the searched structure '
                              'to: set work_dir in the config')
