@@ -231,12 +231,13 @@ def _rfnext_cfg(root, work_dir, **hook):
     return cfg
 
 
+@pytest.mark.slow
 def test_search_then_fixed_single_branch_through_train_model(tmp_path):
     from ckptzoo.apis import init_detector, set_random_seed
     from ckptzoo.apis.train import build_train_datasets, build_train_model, train_model
     from ckptzoo.datasets import generate_coco
     from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-    root = generate_coco(str(tmp_path / 'coco'), num_train=4, num_val=0, img_size=(64, 64),
+    root = generate_coco(str(tmp_path / 'coco'), num_train=4, num_val=2, img_size=(64, 64),
                          classes=SYNTHETIC_CLASSES, seed=0)
     logger = logging.getLogger('ckptzoo.test.rfsearch')
 
@@ -259,6 +260,14 @@ def test_search_then_fixed_single_branch_through_train_model(tmp_path):
     # the search's checkpoint loads strictly into the model the search config builds
     detector = init_detector(saved_cfg, str(tmp_path / 'search' / 'epoch_2.pth'), device='cpu')
     assert _ops(detector) == _ops(model)
+    # and tools/test.py evaluates it (it prepares the model as mmdet's test.py does)
+    from tests.helpers.tools import load_tool
+    saved_cfg.data.test.update(ann_file=osp.join(root, 'annotations/instances_val2017.json'),
+                               img_prefix=osp.join(root, 'val2017/'))
+    saved_cfg.evaluation = dict(interval=1, metric='bbox')
+    saved_cfg.dump(str(tmp_path / 'rfnext_search.py'))
+    load_tool('test.py').main([str(tmp_path / 'rfnext_search.py'),
+                               str(tmp_path / 'search' / 'epoch_2.pth'), '--eval', 'bbox'])
 
     cfg = _rfnext_cfg(root, str(tmp_path / 'fixed'), mode='fixed_single_branch',
                       rfstructure_file=path)
@@ -291,6 +300,7 @@ def test_rfnext_init_model_reads_the_custom_hooks():
     assert isinstance(build_hook(dict(cfg.custom_hooks[0])), RFSearchHook)
 
 
+@pytest.mark.slow
 def test_a_resumed_search_continues_where_it_stood(tmp_path):
     """mmcv restarts a resumed search at the config's step with the initial rates; here the
     checkpoint's ``meta['rfsearch']`` restores them and the step that ran after the save, so
