@@ -56,13 +56,22 @@ def test_rfnext_config_builds_on_meta(name):
 
 
 @pytest.mark.parametrize('name', CONFIGS)
-def test_rfnext_config_passes_the_config_check(name):
+def test_rfnext_config_passes_the_config_check(name, tmp_path):
+    """The search configs pass; the fixed ones are refused there, before anything is built or
+    written, while their search_log file is missing, and pass once it is given."""
     from ckptzoo.apis.config import check_config, load_config
     cfg = load_config(osp.join(ROOT, name))
     if name in NO_HOOK_TYPE:
         with pytest.raises(KeyError, match='a hook config needs a "type" key'):
             check_config(cfg)
         return
+    if name in FIXED:
+        with pytest.raises(FileNotFoundError, match=r"'\./configs/rfnext/search_log/.*' does "
+                                                    r"not exist.*mode='search'"):
+            check_config(cfg)
+        path = tmp_path / 'local_search_config_step11.json'
+        path.write_text(json.dumps(dict(search={}, structure={})))
+        _hook_entry(cfg).rfstructure_file = str(path)
     check_config(cfg)
 
 

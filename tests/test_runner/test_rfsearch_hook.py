@@ -337,3 +337,16 @@ def test_a_resumed_search_continues_where_it_stood(tmp_path):
     theirs = whole.model.state_dict()
     for key, value in resumed.model.state_dict().items():
         torch.testing.assert_close(value, theirs[key], rtol=0, atol=1e-6, msg=key)
+
+
+def test_the_config_check_builds_the_hook_once():
+    """``check_config`` (tools/train.py, before anything is written) refuses a bad hook."""
+    from ckptzoo.apis.config import check_config
+    from ckptzoo.apis.config.schema import ConfigError
+    hooks = [dict(type='NumClassCheckHook'),
+             dict(type='RFSearchHook', mode='searching', config=dict(search=SEARCH))]
+    with pytest.raises(ConfigError, match=r"custom_hooks\[1\]: RFSearchHook mode must be one of "
+                                          r".*got 'searching'"):
+        check_config(Config(dict(custom_hooks=hooks)))
+    hooks[1]['mode'] = 'search'
+    check_config(Config(dict(custom_hooks=hooks)))
