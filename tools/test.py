@@ -22,6 +22,7 @@ from ckptzoo.runner import MMDistributedDataParallel, init_dist, load_checkpoint
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.fp16 import wrap_fp16_model  # noqa: E402
+from ckptzoo.runner.hooks import rfnext_init_model  # noqa: E402
 from ckptzoo.utils.config_file import building_from  # noqa: E402
 
 
@@ -111,6 +112,7 @@ def main(argv=None):
         model_cfg['test_cfg'] = cfg.test_cfg
     with building_from(cfg.filename):
         model = build_model(model_cfg)
+    rfnext_init_model(model, cfg)  # an RFSearchHook's structure, as mmdet's test.py
     if args.eval:  # before inference: a metric the dataset or the model cannot give
         try:
             check_test_metrics(model, dataset, args.eval)

@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..registry import build_optimizer, build_runner
 from ..runner import BaseRunner, EpochBasedRunner, MMDistributedDataParallel
-from ..runner.hooks import Hook
+from ..runner.hooks import Hook, rfnext_init_model
 from ..runner.work_dir import check_work_dir
 from ..utils.config_file import building_from
 from ..utils.model_wrapper import unwrap_model
@@ -134,7 +134,9 @@ def model_defaults(cfg: Config) -> dict[str, Any] | None:
 
 
 def build_train_model(cfg: Config) -> nn.Module:
-    """The model of ``cfg.model``, its weights initialised (``init_cfg`` / ``init_weights``).
+    """The model of ``cfg.model``, its weights initialised (``init_cfg`` / ``init_weights``),
+    then prepared by ``custom_hooks``' RFSearchHook if there is one (mmdet 2.28's
+    ``rfnext_init_model``).
     ``with_cp='auto'`` becomes False here (:func:`resolve_auto_with_cp`: it needs
     ``memory_budget``, and the plan sets the modes)."""
     from ..registry import build_model
@@ -143,6 +145,7 @@ def build_train_model(cfg: Config) -> nn.Module:
         model = build_model(cfg.model, default_args=model_defaults(cfg))
     if hasattr(model, 'init_weights'):
         model.init_weights()
+    rfnext_init_model(model, cfg)  # an RFSearchHook's ops, before the optimizer sees them
     return model
 
 

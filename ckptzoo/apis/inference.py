@@ -15,6 +15,7 @@ from ..datasets.builder import collate
 from ..datasets.pipelines import Compose
 from ..registry import build_model
 from ..runner.checkpoint import load_checkpoint
+from ..runner.hooks.rfsearch import rfnext_init_model
 from ..runner.utils import get_model_device, move_to_device, unwrap_model
 from ..utils.config_file import building_from
 from .config import load_config
@@ -52,6 +53,7 @@ def init_detector(config: str | os.PathLike | Config, checkpoint: str | None = N
         defaults = dict(test_cfg=config.test_cfg)
     with building_from(config.filename):
         model = build_model(model_cfg, default_args=defaults)
+    rfnext_init_model(model, config)  # an RFSearchHook's layers, so its checkpoint loads
     classes = None
     if checkpoint is not None:
         ckpt = load_checkpoint(model, checkpoint, map_location='cpu', complete=True)

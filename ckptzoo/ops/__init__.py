@@ -31,3 +31,6 @@ from .multi_scale_deform_attn import (MultiScaleDeformableAttention,  # noqa: E4
                                       multi_scale_deformable_attn_pytorch)
 
 __all__ += ['MultiScaleDeformableAttention', 'multi_scale_deformable_attn_pytorch']
+from .conv_rfsearch import BaseConvRFSearchOp, Conv2dRFSearchOp  # noqa: E402
+
+__all__ += ['BaseConvRFSearchOp', 'Conv2dRFSearchOp']

@@ -60,6 +60,9 @@ def check_config(cfg: Config, distributed: bool = False, validate: bool = True,
     for i, hook in enumerate(hooks if isinstance(hooks, (list, tuple)) else [hooks]):
         if isinstance(hook, dict):
             _check_typed(hook, f'custom_hooks[{i}]', (HOOKS, ), extra=('priority', ))
+            if unscoped(hook.get('type')) == 'RFSearchHook':  # its mode, settings and file
+                _dry_build({k: v for k, v in hook.items() if k != 'priority'},
+                           f'custom_hooks[{i}]')
     if validate and cfg.get('evaluation') is not None:
         _check_evaluation(cfg.evaluation, data.get('val') if data else None, distributed)
     _check_plain(cfg.get('auto_scale_lr'), AUTO_SCALE_LR_KEYS, 'auto_scale_lr')

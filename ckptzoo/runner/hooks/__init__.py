@@ -46,3 +46,7 @@ __all__ += ['SyncNormHook', 'YOLOXLrUpdaterHook', 'YOLOXModeSwitchHook']
 from .sync_random_size import SyncRandomSizeHook  # noqa: E402
 
 __all__ += ['SyncRandomSizeHook']
+
+from .rfsearch import RFSearchHook, rfnext_init_model  # noqa: E402
+
+__all__ += ['RFSearchHook', 'rfnext_init_model']
