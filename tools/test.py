@@ -152,7 +152,7 @@ def main(argv=None):
             for kind, path in sorted(set(result_files.items())):
                 print(f'{kind} results written to {path}')
         if args.eval:
-            eval_kwargs = dict(cfg.get('evaluation', {}))
+            eval_kwargs = dict(cfg.get('evaluation') or {})  # None: no in-training evaluation
             for key in ('interval', 'tmpdir', 'start', 'gpu_collect', 'save_best', 'rule',
                         'by_epoch', 'dynamic_intervals'):
                 eval_kwargs.pop(key, None)

@@ -41,9 +41,11 @@ def test_a_checkpoint_of_another_model_fails_naming_the_keys(checkpoint, option,
     assert re.search(expected, str(info.value)), str(info.value)
 
 
-def test_the_matching_checkpoint_evaluates(checkpoint, capsys):
-    _tool().main([CONFIG, checkpoint, '--eval', 'accuracy', '--cfg-options',
-                  'data.workers_per_gpu=0'])
+@pytest.mark.parametrize('evaluation', [None, 'evaluation=None'])
+def test_the_matching_checkpoint_evaluates(checkpoint, capsys, evaluation):
+    """Also from a config without in-training evaluation (``evaluation = None``)."""
+    options = ['data.workers_per_gpu=0'] + ([evaluation] if evaluation else [])
+    _tool().main([CONFIG, checkpoint, '--eval', 'accuracy', '--cfg-options', *options])
     assert 'accuracy_top-1' in capsys.readouterr().out
 
 
