@@ -8,10 +8,13 @@ checkpoint of the official Swin release (``swin_tiny_patch4_window7_224.pth``; k
 ``layers.0.blocks.0.attn.qkv``, ``mlp.fc1``, ...), converted by :func:`convert_official_swin`.
 torchvision ``swin_t / swin_s / swin_b`` state dicts load through
 :func:`convert_torchvision_swin` (``convert_weights='torchvision'`` with ``init_cfg``) and give
-torchvision's features: the shifted-window attention follows
-torchvision's (and the original Swin's) semantics exactly: each block pads its input to a
-multiple of the window, a window at least as large as the padded map is not shifted (mmdet
-shifts it anyway), the mask value is -100, patch merging pads odd sizes.
+torchvision's features: with ``convert_weights='torchvision'`` the model follows
+torchvision's (and the original Swin's) semantics exactly: a window at least as large as the
+padded map is not shifted, and stochastic depth draws as torchvision's ``StochasticDepth``.
+Otherwise it is mmdet's: every other block shifts its windows whatever the map's size, and
+drop path draws as mmcv's ``DropPath`` (so a run from the same seed drops the same samples).
+Either way each block pads its input to a multiple of the window, the mask value is -100 and
+patch merging pads odd sizes.
 
 Checkpoint units (:mod:`ckptzoo.models.checkpointing`): ``patch_embed``, every block
 ``stages.{i}.blocks.{j}`` and every patch merging ``stages.{i}.downsample``. ``with_cp`` sets
@@ -42,6 +45,7 @@ from torchvision.ops import StochasticDepth
 from ...registry import MODELS
 from ...runner.checkpoint import load_file
 from ..checkpointing import CheckpointUnit, chain_and_rest, chain_step, unit_step
+from ..utils.drop import DropPath
 from ..utils.ckpt_convert import convert_official_swin, unfold_order_vector, unfold_order_weight
 from ..utils.pretrained import check_pretrained_cfg, load_pretrained, pretrained_to_init_cfg
 from ..utils.transformer import PatchEmbed
@@ -121,12 +125,15 @@ class WindowMSA(nn.Module):
 
 
 class ShiftWindowMSA(nn.Module):
-    """Pad to whole windows, cyclic shift, window attention, undo; NHWC in and out."""
+    """Pad to whole windows, cyclic shift, window attention, undo; NHWC in and out.
+    ``torchvision``: a window covering a whole (padded) side is not shifted along it."""
 
-    def __init__(self, embed_dims, num_heads, window_size, shift_size, **msa_kwargs):
+    def __init__(self, embed_dims, num_heads, window_size, shift_size, torchvision=False,
+                 **msa_kwargs):
         super().__init__()
         self.window_size = window_size
         self.shift_size = shift_size
+        self.torchvision = torchvision
         self.w_msa = WindowMSA(embed_dims, num_heads, window_size, **msa_kwargs)
 
     def forward(self, x):
@@ -134,8 +141,9 @@ class ShiftWindowMSA(nn.Module):
         ws = self.window_size
         x = F.pad(x, (0, 0, 0, (ws - w % ws) % ws, 0, (ws - h % ws) % ws))
         ph, pw = x.shape[1:3]
-        # a window covering the whole (padded) side sees everything: no shift (torchvision's)
-        shift = [0 if ws >= ph else self.shift_size, 0 if ws >= pw else self.shift_size]
+        shift = [self.shift_size, self.shift_size]  # mmdet's: whatever the map's size
+        if self.torchvision:  # a window covering the whole (padded) side: no shift
+            shift = [0 if ws >= ph else self.shift_size, 0 if ws >= pw else self.shift_size]
         mask = None
         if sum(shift) > 0:
             x = torch.roll(x, shifts=(-shift[0], -shift[1]), dims=(1, 2))
@@ -168,16 +176,18 @@ class SwinBlock(nn.Module):
 
     def __init__(self, embed_dims, num_heads, window_size, shift, mlp_ratio=4.0, qkv_bias=True,
                  qk_scale=None, drop_rate=0.0, attn_drop_rate=0.0, drop_path_rate=0.0,
-                 with_cp=False, cp_use_reentrant=False):
+                 with_cp=False, cp_use_reentrant=False, torchvision=False):
         super().__init__()
         self.norm1 = nn.LayerNorm(embed_dims)
         self.attn = ShiftWindowMSA(embed_dims, num_heads, window_size,
-                                   window_size // 2 if shift else 0, qkv_bias=qkv_bias,
+                                   window_size // 2 if shift else 0, torchvision=torchvision,
+                                   qkv_bias=qkv_bias,
                                    qk_scale=qk_scale, attn_drop_rate=attn_drop_rate,
                                    proj_drop_rate=drop_rate)
         self.norm2 = nn.LayerNorm(embed_dims)
         self.ffn = FFN(embed_dims, int(embed_dims * mlp_ratio), drop_rate)
-        self.drop_path = StochasticDepth(drop_path_rate, 'row')
+        self.drop_path = StochasticDepth(drop_path_rate, 'row') if torchvision else \
+            DropPath(drop_path_rate)
         self.cp_unit = CheckpointUnit.from_flag(with_cp, cp_use_reentrant)
 
     @property
@@ -251,7 +261,8 @@ class SwinTransformer(BaseBackbone):
         cp_use_reentrant (bool): torch's reentrant checkpoint instead of the non-reentrant one.
         convert_weights (bool | str): ``True`` or ``'official'``: ``init_cfg`` is an official
             Swin checkpoint (mmdet 2.x's meaning); ``'torchvision'``: a torchvision one;
-            ``False``: this module's (mmdet's) keys.
+            ``False``: this module's (mmdet's) keys. ``'torchvision'`` also gives torchvision's
+            semantics (window shift, stochastic depth draws; module docstring).
         init_cfg (dict): ``dict(type='Pretrained', checkpoint=PATH, prefix=None)``.
     """
 
@@ -328,7 +339,8 @@ class SwinTransformer(BaseBackbone):
                                 mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_scale=qk_scale,
                                 drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
                                 drop_path_rate=rates[sum(depths[:i]) + j],
-                                with_cp=flags[i], cp_use_reentrant=cp_use_reentrant)
+                                with_cp=flags[i], cp_use_reentrant=cp_use_reentrant,
+                                torchvision=convert_weights == 'torchvision')
                       for j in range(depth)]
             down = PatchMerging(dims, 2 * dims) if i < num_stages - 1 else None
             self.stages.append(SwinStage(blocks, down, flags[i], cp_use_reentrant))
