@@ -27,7 +27,9 @@ def backbone(arch, impl, cp, img_size, plan=None):
         elif arch == 'densenet121':
             model = DenseNet(arch='121', out_indices=(3,))
         else:
-            model = SwinTransformer(arch='tiny', out_indices=(3,), drop_path_rate=0.0)
+            # torchvision's semantics (its last 7x7 stage unshifted), like the peers'
+            model = SwinTransformer(arch='tiny', out_indices=(3,), drop_path_rate=0.0,
+                                    convert_weights='torchvision')
         if cp.startswith('plan='):
             model.set_checkpoint_plan({'*': None, **plan})
         else:
