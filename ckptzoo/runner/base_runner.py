@@ -179,6 +179,7 @@ class BaseRunner(CheckpointMixin):
             if dist.is_available() and dist.is_initialized() and self.world_size > 1:
                 dist.barrier()
         exc = TrainingPreempted(signum, path)
+        self._preemption.stop_agreed(exc)  # every rank stops, the checkpoint is complete
         self.logger.warning(f'{exc} (after {iters} iterations, {epochs} epochs); continue '
                             'with --auto-resume')
         raise exc

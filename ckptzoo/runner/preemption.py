@@ -37,6 +37,12 @@ default action. Programs started with exec get the default handlers anyway.
 
 Distributed: the ranks agree every iteration (an all-reduce of the flag), so a signal to any
 one rank stops all of them at the same iteration; rank 0 writes, the others wait at a barrier.
+Once past that barrier (every rank agreed, the checkpoint complete) a further signal changes
+nothing: a launcher such as torchrun sends SIGTERM to the workers still running as soon as the
+first one has exited. In a program whose process ends with the run (``tools/train.py``, which
+calls :func:`exit_on_stop`) the preemption signals are ignored from that point on, so that such
+a SIGTERM cannot end a rank that is still on its way out with status -15 instead of 143, and the
+process exits within 5 s (``os._exit``) should its exit hang.
 
 DataLoader workers are shielded: torchrun (``os.killpg``), Ctrl-C and schedulers signal the
 whole process group, and torch's workers die on such a signal, which would end the run with
@@ -59,7 +65,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = ['TrainingPreempted', 'PreemptionFlag', 'PREEMPTION_SIGNALS', 'shield_workers',
-           'GRACE_ENV', 'exit_within_deadline']
+           'GRACE_ENV', 'exit_within_deadline', 'exit_on_stop']
 
 # SIGHUP: schedulers and a closed terminal send it; treated as SIGTERM (exit status 129)
 PREEMPTION_SIGNALS = tuple(getattr(signal, name) for name in ('SIGTERM', 'SIGINT', 'SIGHUP')
@@ -70,6 +76,7 @@ DEFAULT_GRACE = 20.0
 EXIT_DEADLINE = 5.0  # after a stop at once, seconds until os._exit if the run has not ended
 
 _installed = []  # the PreemptionFlags whose handlers this process has installed, outermost first
+_exit_on_stop = False  # set by a program whose process ends with the run (exit_on_stop)
 _shielded_pid = None  # set in a shielded DataLoader worker
 
 
@@ -192,6 +199,8 @@ class PreemptionFlag:
         self._saving = 0
         self._deferred = None
         self._stopping = None
+        self._agreed = None
+        self._ignoring = False
 
     def _handle(self, signum, frame):
         if os.getpid() != self._pid:  # a child forked past the fork hooks: not its handler
@@ -200,7 +209,8 @@ class PreemptionFlag:
             return
         first = not self.signum
         self.signum = self.signum or signum
-        if not self._active or self._stopping or getattr(frame, 'f_code', None) is _EXIT_CODE:
+        if not self._active or self._stopping or self._agreed \
+                or getattr(frame, 'f_code', None) is _EXIT_CODE:
             return  # the run is over, or ending (a raise in __exit__ would skip its cleanup)
         name = signal.Signals(signum).name
         if first:
@@ -255,6 +265,21 @@ class PreemptionFlag:
                      f'with status {self._stopping.code}')
                 os._exit(self._stopping.code)
 
+    def stop_agreed(self, exc):
+        """Every rank agreed to stop and the checkpoint is complete: ``exc`` (a
+        :class:`TrainingPreempted`) is about to be raised. A signal from here on changes nothing;
+        under :func:`exit_on_stop` the preemption signals are ignored until the process ends,
+        which it does within 5 s (``os._exit(exc.code)``)."""
+        self._agreed = exc
+        if not (_exit_on_stop and self._active
+                and threading.current_thread() is threading.main_thread()):
+            return
+        for signum in PREEMPTION_SIGNALS:  # SIG_IGN outlives the handlers and the interpreter
+            signal.signal(signum, signal.SIG_IGN)
+        self._ignoring = True
+        exc.deadline = time.monotonic() + EXIT_DEADLINE
+        _arm_exit_deadline(exc)
+
     @contextlib.contextmanager
     def saving(self):
         """A checkpoint save: a stop at once requested meanwhile waits for its end."""
@@ -269,7 +294,8 @@ class PreemptionFlag:
     def __enter__(self):
         self.signum = 0
         self._expired = False
-        self._deferred = self._stopping = None
+        self._deferred = self._stopping = self._agreed = None
+        self._ignoring = False
         self._done = threading.Event()
         self._pid = os.getpid()
         if threading.current_thread() is threading.main_thread():  # else signals can't be set
@@ -286,7 +312,8 @@ class PreemptionFlag:
             self._done.set()
         if self in _installed:
             _installed.remove(self)
-        _restore(self._previous)
+        if not self._ignoring:  # else the process is on its way out: they stay ignored
+            _restore(self._previous)
         self._previous = {}
         if exc is not None and exc is self._stopping and self.logger is not None:
             self.logger.warning(f'{exc}; continue with --auto-resume')
@@ -314,8 +341,22 @@ def exit_within_deadline(exc):
     (5 s after the stop). The flag's own deadline ends with its ``with`` block; what follows it
     (loader workers joined one by one, exit handlers, threads the interpreter waits for) is
     bounded by this one."""
-    if not getattr(exc, 'stopped_now', None):
-        return
+    if getattr(exc, 'stopped_now', None):
+        _arm_exit_deadline(exc)
+
+
+def exit_on_stop(enabled=True):
+    """For the entry point of a program whose process ends when a run stops (``tools/train.py``):
+    once every rank has agreed to stop and the checkpoint is complete
+    (:meth:`PreemptionFlag.stop_agreed`), the preemption signals are ignored until the process
+    ends, within 5 s. Without it (the runner used as a library) the handlers that were in place
+    before the run are restored when it ends, as always."""
+    global _exit_on_stop
+    _exit_on_stop = bool(enabled)
+
+
+def _arm_exit_deadline(exc):
+    """``os._exit(exc.code)`` at ``exc.deadline`` unless the process has ended by then."""
 
     def deadline():
         time.sleep(max(getattr(exc, 'deadline', 0) - time.monotonic(), 0))

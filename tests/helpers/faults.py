@@ -8,7 +8,8 @@ process, as torchrun and Ctrl-C do (the run then starts in a process group of it
 a ``Pool.join`` that never returns) and ``WEDGE`` also swallows every exception there (only
 ``os._exit`` ends it); both first print ``stuck in the evaluation``. ``CKPTZOO_LINGER=S`` also
 starts a non-daemon thread that sleeps S seconds (the interpreter waits for it at exit: an exit
-path that hangs):
+path that hangs). ``CKPTZOO_SLOW_EXIT=S`` makes the rank that gets the fault take S seconds more
+to exit (an exit handler that sleeps: a rank still on its way out when another has exited):
 
 * ``iter:N`` right after iteration N (1-based; hooks of that iteration have run);
 * ``eval:N`` inside the evaluation that follows iteration N, before the model runs on the data;
@@ -19,6 +20,7 @@ path that hangs):
 process: a real process that a signal can stop or kill, without paying for a fresh interpreter
 and the imports of torch (seconds each on a 2-core machine).
 """
+import atexit
 import io
 import multiprocessing as mp
 import os
@@ -72,6 +74,9 @@ class FaultHook(Hook):
         self.point, self.at = parts[1], int(parts[2])
 
     def _fire(self):
+        slow_exit = float(os.environ.get('CKPTZOO_SLOW_EXIT', 0))
+        if slow_exit:
+            atexit.register(time.sleep, slow_exit)
         if self.stuck:
             self._get_stuck()
         if not self.group:

@@ -244,3 +244,22 @@ def test_a_bad_grace_period_fails_before_training(tmp_path, monkeypatch, value):
         _runner(tmp_path)
     monkeypatch.setenv(GRACE_ENV, 'inf')
     assert PreemptionFlag().grace == float('inf')
+
+
+def test_past_the_agreed_stop_a_signal_changes_nothing():
+    """After ``stop_agreed`` (every rank agreed, the checkpoint complete) a second SIGTERM, one
+    that would stop a run at once before, is only noted; the handlers in place before the run
+    are back after it (the runner as a library: no ``exit_on_stop``)."""
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(TrainingPreempted) as info:
+        with PreemptionFlag(grace='inf') as flag:
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert flag.signum == signal.SIGTERM
+            exc = TrainingPreempted(flag.signum, 'preempted_iter_1.pth')
+            flag.stop_agreed(exc)
+            time.sleep(PreemptionFlag.repeat_s + 0.1)
+            os.kill(os.getpid(), signal.SIGTERM)  # not 'second SIGTERM: stopping now'
+            time.sleep(0.05)
+            raise exc
+    assert info.value.stopped_now is None and info.value.code == 143
+    assert signal.getsignal(signal.SIGTERM) is before
