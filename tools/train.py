@@ -1,12 +1,9 @@
 """Train a model from a config file (mmdet 2.x's tools/train.py)."""
 import argparse
-import atexit
 import os
 import os.path as osp
 import sys
-import threading
 import time
-import traceback
 import warnings
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -21,7 +18,8 @@ from ckptzoo.apis.config import check_config, load_config  # noqa: E402
 from ckptzoo.apis.plan import check_plan_outputs  # noqa: E402
 from ckptzoo.memory import InfeasibleBudget  # noqa: E402
 from ckptzoo.runner import TrainingPreempted, init_dist  # noqa: E402
-from ckptzoo.runner.preemption import exit_on_stop, exit_within_deadline  # noqa: E402
+from ckptzoo.runner.preemption import exit_within_deadline  # noqa: E402
+from ckptzoo.runner.process_exit import run_and_exit  # noqa: E402
 from ckptzoo.runner.checkpoint_match import CheckpointMismatch  # noqa: E402
 from ckptzoo.runner.dist_utils import get_dist_info  # noqa: E402
 from ckptzoo.runner.work_dir import check_work_dir  # noqa: E402
@@ -111,7 +109,6 @@ def main(argv=None):
     else:
         distributed = True
         init_dist(args.launcher, **cfg.get('dist_params', {}))
-        _process['distributed'] = True
     rank, world_size = get_dist_info()
 
     try:  # before anything is written into the work dir, or anything is built
@@ -190,56 +187,10 @@ def _train(args, cfg, distributed, rank, world_size, config_warnings=()):
         torch.distributed.destroy_process_group()
 
 
-_process = dict(distributed=False)  # a process group was set up (the command line's exit)
-
-
-def _exit_code(code):
-    """What the interpreter makes of ``SystemExit(code)``."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    return 1
-
-
 def command_line(argv=None):
-    """``python tools/train.py``: :func:`main`, then the end of the process.
-
-    Preempted, the process ignores the preemption signals from the moment every rank has
-    agreed to stop and the checkpoint is complete, and ends within 5 s (:func:`exit_on_stop`):
-    torchrun sends SIGTERM to the workers still running as soon as one has exited, which
-    otherwise ended a rank still on its way out with -15 instead of 143.
-
-    After a distributed run the process ends with ``os._exit`` once the threads the interpreter
-    waits for and the exit handlers (log files, loader workers) have run: gloo's threads
-    outlive ``destroy_process_group`` (DDP's reducer keeps the group), and the interpreter's own
-    teardown with them alive aborted now and then ('terminate called without an active
-    exception', status -6 instead of 143 or 0).
-    """
-    exit_on_stop()
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    except BaseException:
-        if not _process['distributed']:
-            raise
-        traceback.print_exc()
-        code = 1
-    if not _process['distributed']:
-        sys.exit(code)
-    code = _exit_code(code)
-    if hasattr(threading, '_shutdown'):
-        threading._shutdown()  # the non-daemon threads, as the interpreter's exit
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (AttributeError, OSError, ValueError):
-            pass
-    os._exit(code)
+    """``python tools/train.py``: :func:`main`, then the end of the process
+    (:func:`~ckptzoo.runner.process_exit.run_and_exit`)."""
+    run_and_exit(main, argv)
 
 
 if __name__ == '__main__':

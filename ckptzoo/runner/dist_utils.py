@@ -55,6 +55,8 @@ def init_dist(launcher, backend=None, port=None, **kwargs):
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, **kwargs)
+    from .process_exit import mark_process_group
+    mark_process_group()  # the process ends without the interpreter's teardown
     return dist.get_rank(), dist.get_world_size()
 
 
