@@ -37,7 +37,9 @@ class MaskFeatModule(nn.Module):
 
     Args (mmdet's): ``in_channels``, ``feat_channels``, ``start_level``, ``end_level``,
     ``out_channels``, ``mask_stride`` (the output's stride), ``conv_cfg``, ``norm_cfg``,
-    ``init_cfg``."""
+    ``init_cfg``. As mmcv's ``init_weights`` does, the direct child ``conv_pred`` (a
+    ConvModule) is re-initialised by its own ``init_weights`` (kaiming) after ``init_cfg``;
+    the convs inside ``convs_all_levels`` (plain containers) keep the ``init_cfg`` init."""
 
     def __init__(self, in_channels, feat_channels, start_level, end_level, out_channels,
                  mask_stride=4, conv_cfg=None, norm_cfg=None,
@@ -59,6 +61,7 @@ class MaskFeatModule(nn.Module):
         self.fp16_enabled = False
         self._init_layers()
         apply_init_cfg(self, init_cfg)
+        self.conv_pred.init_weights()
         zero_conv_offsets(self)
 
     def _conv(self, in_channels, **kwargs):

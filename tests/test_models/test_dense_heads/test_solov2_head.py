@@ -34,6 +34,18 @@ def test_mask_feature_module():
         MaskFeatModule(16, 8, 2, 1, 12)
 
 
+def test_mask_feature_module_conv_pred_init_is_kaiming():
+    """mmcv's init_weights runs init_cfg (Normal std 0.01 on every Conv2d) and then the
+    direct child ConvModule ``conv_pred``'s own init_weights (kaiming, fan_out, relu); the
+    convs inside the plain ``convs_all_levels`` containers keep std 0.01."""
+    torch.manual_seed(0)
+    m = MaskFeatModule(64, 64, 0, 1, 256, norm_cfg=dict(type='GN', num_groups=32))
+    w = m.conv_pred.conv.weight
+    assert abs(w.std().item() - (2 / 256) ** 0.5) < 0.01  # kaiming fan_out: sqrt(2 / 256)
+    assert abs(m.convs_all_levels[0].conv0.conv.weight.std().item() - 0.01) < 0.001
+    assert torch.equal(m.conv_pred.gn.weight, torch.ones(256))
+
+
 def test_layers_and_forward():
     head = _head()
     assert isinstance(head, SOLOV2Head) and head.kernel_out_channels == 16
