@@ -136,3 +136,20 @@ def test_the_dynamic_conv_is_a_1x1_conv():
     kernels = torch.randn(3, 4)
     out = F.conv2d(feats, kernels.view(3, 4, 1, 1))[0]
     torch.testing.assert_close(out, torch.einsum('ck,khw->chw', kernels, feats[0]))
+
+
+def test_deformable_offsets_keep_the_normal_init():
+    """mmdet's SOLO heads are BaseMaskHeads, not BaseDenseHeads: nothing zeroes a deformable
+    conv's ``conv_offset`` after the init_cfg (Normal std 0.01 over 'Conv2d' layers reaches
+    it), in the tower and in the mask feature branch alike (conv_pred included)."""
+    torch.manual_seed(0)
+    head = MODELS.build(dict(
+        head_cfg('SOLOV2Head', feat_channels=64, dcn_cfg=dict(type='DCNv2'),
+                 mask_feature_head=dict(MASK_FEATURE_HEAD, feat_channels=64,
+                                        conv_cfg=dict(type='DCNv2'))),
+        test_cfg=dict(TEST_CFG)))
+    offsets = [m.conv_offset for m in head.modules() if hasattr(m, 'conv_offset')]
+    assert len(offsets) == 2 * 2 + 1 + 1 + 2 + 3 + 1  # towers, levels 0..3, conv_pred
+    for conv in offsets:
+        assert abs(conv.weight.std().item() - 0.01) < 0.002
+        assert not torch.any(conv.bias)
