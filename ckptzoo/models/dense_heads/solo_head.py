@@ -46,16 +46,6 @@ def _trunc_cell(value, num_grid):
     return int(torch.div(value, 1. / num_grid, rounding_mode='trunc'))
 
 
-def zero_conv_offsets(module):
-    """Deformable convs start as plain convs (their offsets zero) after an init_cfg over
-    'Conv2d' layers reached the offset convs, as mmdet's dense heads end their init."""
-    for m in module.modules():
-        if hasattr(m, 'conv_offset'):
-            nn.init.zeros_(m.conv_offset.weight)
-            if m.conv_offset.bias is not None:
-                nn.init.zeros_(m.conv_offset.bias)
-
-
 def _chunks(num, bytes_per_item):
     """Index chunks of ``range(num)`` of at most ``MASK_MEM_LIMIT`` bytes each (>= 1 item)."""
     size = max(1, int(MASK_MEM_LIMIT // max(bytes_per_item, 1)))
@@ -127,8 +117,9 @@ class SOLOHead(LevelUnitsMixin, BaseMaskHead):
         self.test_cfg = test_cfg
         self.fp16_enabled = False
         self._init_layers()
+        # no zeroing of deformable convs' conv_offset afterwards: mmdet's mask heads are not
+        # BaseDenseHeads, so their offset convs keep the Normal(0, 0.01) init of init_cfg
         apply_init_cfg(self, init_cfg)
-        zero_conv_offsets(self)
         self._init_level_units(with_cp, cp_use_reentrant, num_levels=self.num_levels)
 
     def _tower_conv(self, in_channels, conv_cfg=None, **kwargs):

@@ -24,7 +24,7 @@ from ...registry import MODELS
 from ...runner.fp16 import force_fp32
 from ..checkpointing import CheckpointUnit, unit_step
 from ..utils import ConvModule, apply_init_cfg
-from .solo_head import SOLOHead, zero_conv_offsets
+from .solo_head import SOLOHead
 
 __all__ = ['MaskFeatModule', 'SOLOV2Head']
 
@@ -37,7 +37,10 @@ class MaskFeatModule(nn.Module):
 
     Args (mmdet's): ``in_channels``, ``feat_channels``, ``start_level``, ``end_level``,
     ``out_channels``, ``mask_stride`` (the output's stride), ``conv_cfg``, ``norm_cfg``,
-    ``init_cfg``."""
+    ``init_cfg``. As mmcv's ``init_weights`` does, the direct child ``conv_pred`` (a
+    ConvModule) is re-initialised by its own ``init_weights`` (kaiming) after ``init_cfg``;
+    the convs inside ``convs_all_levels`` (plain containers) keep the ``init_cfg`` init, and
+    deformable convs' ``conv_offset`` keeps it too (Normal std 0.01, not zeroed: as mmdet)."""
 
     def __init__(self, in_channels, feat_channels, start_level, end_level, out_channels,
                  mask_stride=4, conv_cfg=None, norm_cfg=None,
@@ -59,7 +62,7 @@ class MaskFeatModule(nn.Module):
         self.fp16_enabled = False
         self._init_layers()
         apply_init_cfg(self, init_cfg)
-        zero_conv_offsets(self)
+        self.conv_pred.init_weights()
 
     def _conv(self, in_channels, **kwargs):
         return ConvModule(in_channels, self.feat_channels, 3, padding=1,

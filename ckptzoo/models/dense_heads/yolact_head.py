@@ -44,6 +44,9 @@ class YOLACTHead(LevelUnitsMixin, AnchorHead):
     ``test_cfg``: ``nms_pre``, ``score_thr``, ``iou_thr``, ``top_k``, ``max_per_img``
     (:func:`fast_nms`); ``min_bbox_size`` is accepted and unused, as in mmdet.
 
+    Initialisation as mmdet's: Xavier (uniform) convs, then the ``head_convs`` ConvModules'
+    own kaiming init (mmcv's ``ModuleList.init_weights`` reaches them).
+
     Differences from mmdet, where mmdet fails or is wrong: anchors outside the image
     (``allowed_border`` >= 0, invalid flags) are unmapped (label background, weight 0) instead of
     crashing the OHEM loss, and the positives handed to the mask head index all anchors (mmdet
@@ -90,6 +93,10 @@ class YOLACTHead(LevelUnitsMixin, AnchorHead):
                                      f'mining: leave train_cfg.sampler out, got {sampler!r}')
         super().__init__(num_classes, in_channels, anchor_generator=anchor_generator,
                          loss_cls=loss_cls, loss_bbox=loss_bbox, init_cfg=init_cfg, **kwargs)
+        # mmdet keeps head_convs in mmcv's ModuleList, whose init_weights runs each
+        # ConvModule's own (kaiming) after the head's Xavier init_cfg: so do we
+        for conv in self.head_convs:
+            conv.init_weights()
         self._init_level_units(with_cp, cp_use_reentrant)
 
     def _init_layers(self):

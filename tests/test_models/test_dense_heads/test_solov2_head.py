@@ -34,6 +34,18 @@ def test_mask_feature_module():
         MaskFeatModule(16, 8, 2, 1, 12)
 
 
+def test_mask_feature_module_conv_pred_init_is_kaiming():
+    """mmcv's init_weights runs init_cfg (Normal std 0.01 on every Conv2d) and then the
+    direct child ConvModule ``conv_pred``'s own init_weights (kaiming, fan_out, relu); the
+    convs inside the plain ``convs_all_levels`` containers keep std 0.01."""
+    torch.manual_seed(0)
+    m = MaskFeatModule(64, 64, 0, 1, 256, norm_cfg=dict(type='GN', num_groups=32))
+    w = m.conv_pred.conv.weight
+    assert abs(w.std().item() - (2 / 256) ** 0.5) < 0.01  # kaiming fan_out: sqrt(2 / 256)
+    assert abs(m.convs_all_levels[0].conv0.conv.weight.std().item() - 0.01) < 0.001
+    assert torch.equal(m.conv_pred.gn.weight, torch.ones(256))
+
+
 def test_layers_and_forward():
     head = _head()
     assert isinstance(head, SOLOV2Head) and head.kernel_out_channels == 16
@@ -124,3 +136,20 @@ def test_the_dynamic_conv_is_a_1x1_conv():
     kernels = torch.randn(3, 4)
     out = F.conv2d(feats, kernels.view(3, 4, 1, 1))[0]
     torch.testing.assert_close(out, torch.einsum('ck,khw->chw', kernels, feats[0]))
+
+
+def test_deformable_offsets_keep_the_normal_init():
+    """mmdet's SOLO heads are BaseMaskHeads, not BaseDenseHeads: nothing zeroes a deformable
+    conv's ``conv_offset`` after the init_cfg (Normal std 0.01 over 'Conv2d' layers reaches
+    it), in the tower and in the mask feature branch alike (conv_pred included)."""
+    torch.manual_seed(0)
+    head = MODELS.build(dict(
+        head_cfg('SOLOV2Head', feat_channels=64, dcn_cfg=dict(type='DCNv2'),
+                 mask_feature_head=dict(MASK_FEATURE_HEAD, feat_channels=64,
+                                        conv_cfg=dict(type='DCNv2'))),
+        test_cfg=dict(TEST_CFG)))
+    offsets = [m.conv_offset for m in head.modules() if hasattr(m, 'conv_offset')]
+    assert len(offsets) == 2 * 2 + 1 + 1 + 2 + 3 + 1  # towers, levels 0..3, conv_pred
+    for conv in offsets:
+        assert abs(conv.weight.std().item() - 0.01) < 0.002
+        assert not torch.any(conv.bias)

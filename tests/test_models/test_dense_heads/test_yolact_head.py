@@ -55,6 +55,24 @@ def test_keys_shapes_and_defaults_as_mmdet():
     assert list(head.checkpoint_units()) == [f'level{i}' for i in range(5)]
 
 
+def test_head_convs_init_is_kaiming_after_xavier():
+    """mmdet's head_convs live in mmcv's ModuleList: after the Xavier init_cfg each
+    ConvModule's own init_weights runs (kaiming fan_out, relu, bias 0); the predictors keep
+    Xavier (uniform, bias 0)."""
+    torch.manual_seed(0)
+    head = build_head(dict(type='YOLACTHead', num_classes=2, in_channels=256,
+                           feat_channels=256, num_protos=3,
+                           anchor_generator=dict(type='AnchorGenerator', strides=[8],
+                                                 ratios=[1.0], scales=[2]),
+                           train_cfg=TRAIN_CFG, test_cfg=TEST_CFG))
+    w = head.head_convs[0].conv.weight
+    assert abs(w.std().item() - math.sqrt(2 / (256 * 9))) < 0.003  # kaiming fan_out
+    assert not torch.any(head.head_convs[0].conv.bias)
+    bound = math.sqrt(6 / (256 * 9 + head.conv_cls.out_channels * 9))  # Xavier uniform
+    assert head.conv_cls.weight.abs().max().item() <= bound
+    assert abs(head.conv_cls.weight.std().item() - bound / math.sqrt(3)) < 0.1 * bound
+
+
 def test_ohem_loss_by_hand():
     """16x16 image, 2x2 map: anchors [-8,-8,8,8], [0,-8,16,8], [-8,0,8,16], [0,0,16,16]; the
     gt [0,0,16,16] is anchor 3, the rest negatives (IoU 1/7, 1/3, 1/3). neg_pos_ratio 1: the
