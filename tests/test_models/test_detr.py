@@ -48,6 +48,20 @@ def test_train_step_and_simple_test(variant):
     assert (boxes[:, [0, 2]] <= 32 + 1e-4).all() and (boxes[:, [1, 3]] <= 24 + 1e-4).all()
 
 
+
+@pytest.mark.parametrize('variant', ['detr', 'two_stage'])
+def test_refusals_with_mmdets_messages(variant):
+    """aug_test and gt_bboxes_ignore are refused, in mmdet's words, before any forward."""
+    model = _model(variant).eval()
+    batch = detr_batch()
+    name = type(model.bbox_head).__name__
+    with pytest.raises(NotImplementedError,
+                       match=f'{name} does not support test-time augmentation'):
+        model.forward_test([batch['img'][:1]] * 2, [batch['img_metas'][:1]] * 2)
+    model.train()
+    with pytest.raises(NotImplementedError, match='does not support gt_bboxes_ignore'):
+        model.forward_train(**batch, gt_bboxes_ignore=[torch.zeros(0, 4)] * 2)
+
 def test_keys_as_mmdet():
     keys = set(_model('detr').state_dict())
     assert {'backbone.conv1.weight', 'bbox_head.input_proj.weight',

@@ -106,6 +106,18 @@ def test_deformable_transformer_keys_shapes():
     assert enc_coord.shape == (2, 39, 4)
 
 
+
+def test_two_stage_needs_as_many_encoder_positions_as_proposals():
+    """mmdet's topk fails with 'selected index k out of range'; the error names the cause."""
+    two = _deformable(two_stage=True)
+    two.two_stage_num_proposals = 40  # 5 x 6 + 3 x 3 = 39 positions
+    with pytest.raises(ValueError, match='two_stage_num_proposals=40 is more than the 39 '):
+        Wrapped(two, _deformable_call(True, True), _branches(3))(
+            [torch.randn(2, 16, 5, 6), torch.randn(2, 16, 3, 3), None])
+    two.two_stage_num_proposals = 39  # every position a proposal: fine
+    Wrapped(two, _deformable_call(True, True), _branches(3))(
+        [torch.randn(2, 16, 5, 6), torch.randn(2, 16, 3, 3), None])
+
 @pytest.mark.parametrize('refine, two_stage', [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize('mode, segments', MODES + [
     (None, [['net.encoder.layers.0', 'net.encoder.layers.1'],

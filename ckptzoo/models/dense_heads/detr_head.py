@@ -337,6 +337,6 @@ class DETRHead(CheckpointOwnerMixin, BaseDenseHead):
     simple_test_bboxes = simple_test
 
     def aug_test(self, feats, img_metas, rescale=False):
-        raise NotImplementedError(f'{type(self).__name__} has no test-time augmentation '
-                                  f'(mmdet\'s fails on it too)')
+        raise NotImplementedError(f'{type(self).__name__} does not support test-time '
+                                  f'augmentation (mmdet\'s message; its detector asserts it)')
 

@@ -48,8 +48,9 @@ class SparseRCNN(TwoStageDetector):
                                          imgs_whwh=imgs_whwh, rescale=rescale)
 
     def aug_test(self, imgs, img_metas, rescale=False):
-        raise NotImplementedError('Sparse R-CNN and QueryInst do not support test-time '
-                                  'augmentation (as mmdet)')
+        """Refused with mmdet's error (its EmbeddingRPNHead's), before any forward."""
+        raise NotImplementedError('EmbeddingRPNHead does not support test-time augmentation '
+                                  '(Sparse R-CNN and QueryInst have none, as mmdet)')
 
     def forward_dummy(self, img):
         """Every stage's raw outputs for images of mmdet's dummy shape (FLOP counting)."""

@@ -33,6 +33,7 @@ from ...core.bbox import bbox2result, bbox2roi
 from ...core.bbox.samplers import PseudoSampler
 from ...core.bbox.transforms import bbox_xyxy_to_cxcywh
 from ...registry import MODELS
+from ..utils.pretrained import load_pretrained
 from .cascade_roi_head import CascadeRoIHead
 
 __all__ = ['SparseRoIHead']
@@ -78,6 +79,20 @@ class SparseRoIHead(CascadeRoIHead):
                 raise ValueError(f'Sparse R-CNN and QueryInst only support PseudoSampler '
                                  f'(the assigner matches one to one), got '
                                  f'{type(sampler).__name__} in train_cfg.rcnn[{i}]')
+
+    def init_weights(self):
+        """As :class:`CascadeRoIHead`'s, but the mask heads keep their construction-time init:
+        mmdet's cascade holds them in a plain ``nn.ModuleList``, which mmcv's ``init_weights``
+        does not enter, so ``DynamicMaskHead.init_weights`` never runs in mmdet's QueryInst (its
+        trained weights started from that init)."""
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained(self, self.init_cfg, type(self).__name__)
+        parts = [*self.bbox_roi_extractor, *self.bbox_head]
+        if self.with_mask and not self.share_roi_extractor:
+            parts += [*self.mask_roi_extractor]
+        for m in parts:
+            if hasattr(m, 'init_weights'):
+                m.init_weights()
 
     # ----------------------------------------------------------------------- checkpoint units
     def _bbox_forward_unit(self, stage, rois, object_feats, *feats):

@@ -389,6 +389,11 @@ class DeformableDetrTransformer(Transformer):
             num_dec = self.decoder.num_layers
             enc_outputs_class = cls_branches[num_dec](output_memory)
             enc_outputs_coord_unact = reg_branches[num_dec](output_memory) + output_proposals
+            if output_memory.size(1) < self.two_stage_num_proposals:  # mmdet: topk's 'k out of range'
+                raise ValueError(f'two_stage_num_proposals={self.two_stage_num_proposals} is more '
+                                 f'than the {output_memory.size(1)} encoder positions of this '
+                                 f'batch (spatial shapes {spatial_shapes.tolist()}): the input '
+                                 f'is too small')
             topk = torch.topk(enc_outputs_class[..., 0], self.two_stage_num_proposals, dim=1)[1]
             topk_coords_unact = torch.gather(enc_outputs_coord_unact, 1,
                                              topk.unsqueeze(-1).repeat(1, 1, 4)).detach()

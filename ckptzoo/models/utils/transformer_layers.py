@@ -88,6 +88,11 @@ class MultiheadAttention(InitCfgMixin, nn.Module):
     ``dropout`` (deprecated in mmcv, used by DETR configs) sets both ``attn_drop`` and the
     ``dropout_layer``'s ``drop_prob``. Other keyword arguments go to
     ``nn.MultiheadAttention`` (``bias``, ``kdim``, ...), as in mmcv.
+
+    Fix over mmcv 1.x: ``dropout`` sets this layer's ``drop_prob`` only. mmcv wrote it into
+    the default ``dropout_layer`` dict itself, so every MultiheadAttention built later in the
+    process without a ``dropout_layer`` (a second attention of the same layer, or a Sparse
+    R-CNN's DIIHead after a DETR was built) got that output dropout too.
     """
 
     def __init__(self, embed_dims, num_heads, attn_drop=0., proj_drop=0.,

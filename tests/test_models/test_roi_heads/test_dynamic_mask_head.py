@@ -36,9 +36,22 @@ def _head(**kw):
 def test_keys_and_init_as_mmdet():
     head = _head()
     assert [(k, tuple(v.shape)) for k, v in head.state_dict().items()] == MMDET_KEYS
+    # construction: mmdet's construction-time init, which mmdet's QueryInst keeps (its
+    # init_weights never reaches the mask heads): PyTorch's defaults, U(+-1/sqrt(fan_in)), for
+    # upsample (fan_in 16 * 2 * 2), conv_logits (16) and the DynamicConv (16)
+    for t, fan_in in ((head.upsample.weight, 64), (head.upsample.bias, 64),
+                      (head.conv_logits.weight, 16), (head.conv_logits.bias, 16),
+                      (head.instance_interactive_conv.dynamic_layer.weight, 16)):
+        assert t.abs().max() <= fan_in ** -0.5
+    assert (head.conv_logits.bias != 0).all() and (head.upsample.bias != 0).all()
+    xavier_dynamic = (6 / (16 + 256)) ** 0.5
+    assert head.instance_interactive_conv.dynamic_layer.weight.abs().max() > xavier_dynamic
+    # init_weights() on the head itself: mmdet's (Xavier weight matrices, conv_logits bias 0)
+    head.init_weights()
     assert torch.equal(head.conv_logits.bias, torch.zeros(3))
     bound = (6 / (16 * 9 + 16 * 9)) ** 0.5  # xavier uniform of a 3x3 conv
     assert head.convs[0].conv.weight.abs().max() <= bound
+    assert head.instance_interactive_conv.dynamic_layer.weight.abs().max() <= xavier_dynamic
 
 
 def test_forward_and_loss():

@@ -117,3 +117,18 @@ def test_detector_builds_the_head_with_the_rcnn_cfgs():
     torch.manual_seed(0)
     model = build_detector(sparse_cfg())
     assert len(model.roi_head.bbox_assigner) == 2 and model.roi_head.test_cfg['max_per_img'] == 8
+
+
+def test_init_weights_leaves_the_mask_heads_as_mmdet():
+    """mmdet's cascade keeps the mask heads in a plain nn.ModuleList that its init_weights does
+    not enter: QueryInst's DynamicMaskHeads keep their construction-time init; the DII heads
+    get theirs (Xavier, fc_cls bias from prior 0.01)."""
+    head = _roi_head(with_mask=True)
+    before = {k: v.clone() for k, v in head.mask_head.state_dict().items()}
+    head.init_weights()
+    assert all(torch.equal(v, before[k]) for k, v in head.mask_head.state_dict().items())
+    assert (head.mask_head[0].conv_logits.bias != 0).all()
+    prior = -float(np.log((1 - 0.01) / 0.01))
+    for bbox_head in head.bbox_head:
+        torch.testing.assert_close(bbox_head.fc_cls.bias, torch.full_like(bbox_head.fc_cls.bias,
+                                                                          prior))

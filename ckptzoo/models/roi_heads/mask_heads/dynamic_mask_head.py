@@ -29,8 +29,11 @@ class DynamicMaskHead(FCNMaskHead):
         dynamic_conv_cfg (dict): the ``DynamicConv`` (``with_proj=False``,
             ``input_feat_shape`` the RoI size).
         loss_mask (dict): ``DiceLoss`` (weight 8) on probabilities.
-    Every weight matrix is Xavier-uniform and ``conv_logits``'s bias 0 (mmdet's
-    ``init_weights``, at construction).
+    At construction the layers have mmdet's construction-time init (the convs ConvModule's,
+    ``upsample`` / ``conv_logits`` / the DynamicConv PyTorch's defaults): in mmdet's QueryInst
+    that is their init for good, since mmdet's ``init_weights`` never reaches the mask heads
+    (see :meth:`SparseRoIHead.init_weights`). :meth:`init_weights`, called on the head itself,
+    is mmdet's: Xavier-uniform weight matrices, ``conv_logits``'s bias 0.
     """
 
     def __init__(self, num_convs=4, roi_feat_size=14, in_channels=256, conv_kernel_size=3,
@@ -51,9 +54,14 @@ class DynamicMaskHead(FCNMaskHead):
                          class_agnostic=class_agnostic, upsample_cfg=upsample_cfg,
                          conv_cfg=conv_cfg, norm_cfg=norm_cfg, loss_mask=loss_mask, **kwargs)
         self.instance_interactive_conv = MODELS.build(dynamic_conv_cfg)
-        self._init_dynamic_weights()
+        # FCNMaskHead gives these Kaiming weights at construction; mmdet's FCNMaskHead only in
+        # its init_weights, which mmdet's QueryInst never calls: PyTorch's defaults, as there.
+        for m in (self.upsample, self.conv_logits):
+            if hasattr(m, 'reset_parameters'):
+                m.reset_parameters()
 
-    def _init_dynamic_weights(self):
+    def init_weights(self):
+        """mmdet's: every weight matrix Xavier-uniform, ``conv_logits``'s bias 0."""
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
