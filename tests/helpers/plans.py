@@ -27,3 +27,26 @@ SAVED = dict(budget_bytes=50 * 10 ** 6, predicted_peak_bytes=1000, measured_peak
              fp16=False, cumulative_iters=2,
              samples_per_gpu=2, configured=dict(fp16=False, cumulative_iters=1,
                                                 samples_per_gpu=4))
+
+
+def plan_midway(run, cfg, batch, units=()):
+    """Probe ``run`` on ``batch`` (the probe table names ``units``), plan it at the budget
+    midway between its predicted peaks of every unit ``'full'`` and of plain, and check the
+    planner's promise: the measured peak within the budget, the prediction within 5 % of it,
+    the plan in force. Returns ``(table, result, budget)``."""
+    from ckptzoo.apis.plan import ProbeSession, plan_memory
+    from ckptzoo.memory import predict_peak, uniform_plan
+    from ckptzoo.utils.model_wrapper import unwrap_model
+    with ProbeSession(run) as session:
+        table = session.cost_table(batch)
+    assert set(units) <= set(table.names), sorted(set(units) - set(table.names))
+    low = predict_peak(table, uniform_plan(table, 'full'))
+    high = predict_peak(table, uniform_plan(table, None))
+    assert low < high
+    budget = (low + high) // 2
+    result, _ = plan_memory(run, cfg, budget)
+    assert result.measured_peak_bytes <= budget
+    assert abs(result.predicted_peak_bytes - result.measured_peak_bytes) \
+        <= 0.05 * result.measured_peak_bytes
+    assert dict(unwrap_model(run.runner.model).checkpoint_plan()) == result.plan
+    return table, result, budget

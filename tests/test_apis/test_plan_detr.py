@@ -8,13 +8,12 @@ import pytest
 from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.apis.plan import ProbeSession, plan_memory
 from ckptzoo.apis.train import build_train_model
 from ckptzoo.datasets import generate_coco
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-from ckptzoo.memory import predict_peak, uniform_plan
 from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
 from ckptzoo.memory.measure.step_peak import measure_step
+from tests.helpers.plans import plan_midway
 from tests.helpers.detr import deformable_detr_cfg
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -56,17 +55,6 @@ def test_a_planned_deformable_detr_run_fits_its_budget(setup):
     cfg, run = setup
     model = run.runner.model
     batch = probe_batch(run, worst_case_shape(cfg), boxes_per_image=3)
-    with ProbeSession(run) as session:
-        table = session.cost_table(batch)
-    assert set(LAYERS) <= set(table.names)
-    low = predict_peak(table, uniform_plan(table, 'full'))
-    high = predict_peak(table, uniform_plan(table, None))
-    assert low < high
-    budget = (low + high) // 2
-    result, _ = plan_memory(run, cfg, budget)
-    assert result.measured_peak_bytes <= budget
-    assert abs(result.predicted_peak_bytes - result.measured_peak_bytes) \
-        <= 0.05 * result.measured_peak_bytes
-    assert dict(model.checkpoint_plan()) == result.plan
+    table, result, budget = plan_midway(run, cfg, batch, LAYERS)
     assert measure_step(run, batch)[0] <= budget
     model.set_checkpoint_plan({'*': None})

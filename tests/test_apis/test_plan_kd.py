@@ -9,14 +9,13 @@ import torch
 from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.apis.plan import ProbeSession, plan_memory
 from ckptzoo.apis.train import build_train_model
 from ckptzoo.datasets import generate_coco
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-from ckptzoo.memory import predict_peak, uniform_plan
 from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
 from ckptzoo.memory.measure.step_peak import measure_step
 from tests.test_models.test_kd_one_stage import _cfg as kd_model_cfg
+from tests.helpers.plans import plan_midway
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -58,18 +57,7 @@ def test_a_planned_kd_run_fits_its_budget_and_leaves_the_teacher_alone(setup):
     optimized = {id(p) for g in run.runner.optimizer.param_groups for p in g['params']}
     assert not optimized & {id(p) for p in model.teacher_model.parameters()}
     batch = probe_batch(run, worst_case_shape(cfg), boxes_per_image=3)
-    with ProbeSession(run) as session:
-        table = session.cost_table(batch)
-    assert {f'bbox_head.level{i}' for i in range(5)} <= set(table.names)
-    low = predict_peak(table, uniform_plan(table, 'full'))
-    high = predict_peak(table, uniform_plan(table, None))
-    assert low < high
-    budget = (low + high) // 2
-    result, _ = plan_memory(run, cfg, budget)
-    assert result.measured_peak_bytes <= budget
-    assert abs(result.predicted_peak_bytes - result.measured_peak_bytes) \
-        <= 0.05 * result.measured_peak_bytes
-    assert dict(model.checkpoint_plan()) == result.plan
+    table, result, budget = plan_midway(run, cfg, batch, {f'bbox_head.level{i}' for i in range(5)})
     assert measure_step(run, batch)[0] <= budget
     for k, v in model.teacher_model.state_dict().items():
         assert torch.equal(v, teacher[k]), k

@@ -7,15 +7,14 @@ import pytest
 import torch
 
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.apis.plan import ProbeSession, plan_memory
 from ckptzoo.apis.train import build_train_model
 from ckptzoo.datasets import generate_coco
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-from ckptzoo.memory import predict_peak, uniform_plan
 from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
 from ckptzoo.memory.measure.step_peak import measure_step
 from ckptzoo.ops import Conv2dRFSearchOp
 from tests.test_runner.test_rfsearch_hook import _rfnext_cfg
+from tests.helpers.plans import plan_midway
 
 
 @pytest.fixture(scope='module')
@@ -41,15 +40,7 @@ def test_a_planned_rfsearch_model_fits_its_budget(setup):
     ops = [n for n, m in model.named_modules() if isinstance(m, Conv2dRFSearchOp)]
     assert 'backbone.layer2.0.conv1' in ops and 'neck.fpn_convs.0.conv' in ops
     batch = probe_batch(run, worst_case_shape(cfg), boxes_per_image=3)
-    with ProbeSession(run) as session:
-        table = session.cost_table(batch)
-    assert {'backbone.layer1.0', 'backbone.layer4.1', 'neck.level0'} <= set(table.names)
-    low = predict_peak(table, uniform_plan(table, 'full'))
-    high = predict_peak(table, uniform_plan(table, None))
-    assert low < high
-    budget = (low + high) // 2
-    result, _ = plan_memory(run, cfg, budget)
-    assert result.measured_peak_bytes <= budget
-    assert dict(model.checkpoint_plan()) == result.plan
+    table, result, budget = plan_midway(
+        run, cfg, batch, {'backbone.layer1.0', 'backbone.layer4.1', 'neck.level0'})
     assert measure_step(run, batch)[0] <= budget
     model.set_checkpoint_plan({'*': None})

@@ -10,13 +10,13 @@ import torch
 from mmengine.config import Config
 
 from ckptzoo.apis import build_training, set_random_seed
-from ckptzoo.apis.plan import ProbeSession, plan_memory
+from ckptzoo.apis.plan import ProbeSession
 from ckptzoo.apis.train import build_train_model
 from ckptzoo.datasets import generate_coco
 from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
-from ckptzoo.memory import predict_peak, uniform_plan
 from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
 from ckptzoo.memory.measure.step_peak import measure_step
+from tests.helpers.plans import plan_midway
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 NUM, POS_FRACTION = 32, 0.25
@@ -100,18 +100,7 @@ def test_a_planned_mask_rcnn_fits_its_budget(setup):
     cfg, run = setup
     model = run.runner.model
     batch = probe_batch(run, worst_case_shape(cfg), boxes_per_image=3)
-    with ProbeSession(run) as session:
-        table = session.cost_table(batch)
-    assert {'roi_head.bbox', 'roi_head.mask'} <= set(table.names)
-    low = predict_peak(table, uniform_plan(table, 'full'))
-    high = predict_peak(table, uniform_plan(table, None))
-    assert low < high
-    budget = (low + high) // 2
-    result, _ = plan_memory(run, cfg, budget)
-    assert result.measured_peak_bytes <= budget
-    assert abs(result.predicted_peak_bytes - result.measured_peak_bytes) \
-        <= 0.05 * result.measured_peak_bytes
-    assert dict(model.checkpoint_plan()) == result.plan
+    table, result, budget = plan_midway(run, cfg, batch, {'roi_head.bbox', 'roi_head.mask'})
     # a training step outside the probe (mmdet's sampling: fewer positives) stays within it
     assert measure_step(run, batch)[0] <= budget
     model.set_checkpoint_plan({'*': None})

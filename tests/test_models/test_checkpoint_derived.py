@@ -10,15 +10,14 @@ import torch.nn as nn
 
 from ckptzoo.apis import build_training, set_random_seed
 from ckptzoo.apis.config import check_config, load_config
-from ckptzoo.apis.plan import ProbeSession, plan_memory
 from ckptzoo.apis.train import build_train_model
 from ckptzoo.datasets import generate_coco
-from ckptzoo.memory import predict_peak, uniform_plan
 from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
 from ckptzoo.memory.measure.step_peak import measure_step
 from ckptzoo.models.checkpointing import CheckpointOwnerMixin, derived_units
 from ckptzoo.registry import MODELS, UnknownKeyError, build_model
 from tests.helpers import user_parts  # noqa: F401  (registers the user's parts)
+from tests.helpers.plans import plan_midway
 from tests.helpers.checkpointing import assert_same_run, one_thread, run_once
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -199,15 +198,5 @@ def test_a_user_backbone_trains_with_cp_and_is_planned(tmp_path):
     for a, b in zip(*grads):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
     # planned: the measured peak within the budget, the prediction within 5 %
-    with ProbeSession(run) as session:
-        table = session.cost_table(batch)
-    assert set(units[:7]) <= set(table.names)
-    low = predict_peak(table, uniform_plan(table, 'full'))
-    high = predict_peak(table, uniform_plan(table, None))
-    assert low < high
-    budget = (low + high) // 2
-    result, _ = plan_memory(run, cfg, budget)
-    assert result.measured_peak_bytes <= budget
-    assert abs(result.predicted_peak_bytes - result.measured_peak_bytes) \
-        <= 0.05 * result.measured_peak_bytes
+    table, result, budget = plan_midway(run, cfg, batch, units[:7])
     assert measure_step(run, batch)[0] <= budget

@@ -7,6 +7,7 @@ import pytest
 
 from ckptzoo.models import SOLOv2
 from ckptzoo.ops import ModulatedDeformConv2dPack
+from tests.helpers.plans import plan_midway
 from tests.helpers.checkpointing import one_thread
 from tests.helpers.solo import (MASK_FEATURE_HEAD, assert_every_mode_exact,
                                 assert_result_format, batch, build, detector_cfg, head_cfg,
@@ -114,10 +115,8 @@ def test_the_planner_plans_the_head_units(tmp_path):
 
     from ckptzoo.apis import build_training, set_random_seed
     from ckptzoo.apis.config import load_config
-    from ckptzoo.apis.plan import ProbeSession, plan_memory
     from ckptzoo.apis.train import build_train_model
     from ckptzoo.datasets import generate_coco
-    from ckptzoo.memory import predict_peak, uniform_plan
     from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
     root = generate_coco(str(tmp_path / 'coco'), num_train=4, num_val=0, img_size=(64, 64),
                          classes=('circle', 'square', 'triangle'), seed=0)
@@ -140,14 +139,4 @@ def test_the_planner_plans_the_head_units(tmp_path):
     model = build_train_model(cfg)
     run = build_training(cfg, model=model, logger=logging.getLogger('ckptzoo.test.solov2'))
     batch = probe_batch(run, worst_case_shape(cfg), boxes_per_image=3)
-    with ProbeSession(run) as session:
-        table = session.cost_table(batch)
-    assert set(head_units(model)) <= set(table.names)
-    low = predict_peak(table, uniform_plan(table, 'full'))
-    high = predict_peak(table, uniform_plan(table, None))
-    assert low < high
-    budget = (low + high) // 2
-    result, _ = plan_memory(run, cfg, budget)
-    assert result.measured_peak_bytes <= budget
-    assert abs(result.predicted_peak_bytes - result.measured_peak_bytes) \
-        <= 0.05 * result.measured_peak_bytes
+    table, result, budget = plan_midway(run, cfg, batch, head_units(model))
