@@ -22,6 +22,24 @@ class CountingCheckpoint:
         return self.original(*args, **kwargs)
 
 
+def counting_calls(monkeypatch):
+    """``{'checkpoint': n, 'offload': n}``: the calls of ``torch.utils.checkpoint.checkpoint``
+    and of ``torch.autograd.graph.save_on_cpu`` (the offload mode) from now on."""
+    calls = dict(checkpoint=0, offload=0)
+    real_cp, real_offload = torch_cp.checkpoint, torch.autograd.graph.save_on_cpu
+
+    def counting_cp(fn, *args, **kwargs):
+        calls['checkpoint'] += 1
+        return real_cp(fn, *args, **kwargs)
+
+    def counting_offload(*args, **kwargs):
+        calls['offload'] += 1
+        return real_offload(*args, **kwargs)
+    monkeypatch.setattr(torch_cp, 'checkpoint', counting_cp)
+    monkeypatch.setattr(torch.autograd.graph, 'save_on_cpu', counting_offload)
+    return calls
+
+
 def run_once(model, x, seed):
     """Seeded train forward + backward; (outputs, input grad, grads by name, buffers by name)."""
     model.zero_grad(set_to_none=True)

@@ -84,3 +84,22 @@ log_config = dict(interval=1, hooks=[dict(type='TextLoggerHook')])
 workflow = [('train', 1)]
 seed = 0
 """
+
+
+def one_step_on_generated_coco(cfg: Config, root: str, work_dir: str,
+                               optimizer: dict | None = None) -> Config:
+    """``cfg`` (a synthetic-COCO config, its model already set) trained one iteration of
+    batch 2 on the generated COCO data under ``root``, its images resized to 64x64, with no
+    hooks beyond the optimizer's (the planner tests' run); ``optimizer`` defaults to SGD."""
+    for t in cfg.data.train.pipeline:
+        if t['type'] == 'Resize':
+            t.update(img_scale=[(64, 64)], multiscale_mode='value')
+    cfg.data.train.update(ann_file=osp.join(root, 'annotations/instances_train2017.json'),
+                          img_prefix=osp.join(root, 'train2017/'))
+    cfg.data.update(samples_per_gpu=2)
+    cfg.work_dir = work_dir
+    cfg.checkpoint_config = cfg.lr_config = cfg.custom_hooks = cfg.evaluation = None
+    cfg.log_config = None
+    cfg.runner = dict(type='IterBasedRunner', max_iters=1)
+    cfg.optimizer = optimizer or dict(type='SGD', lr=0.01, momentum=0.9)
+    return cfg

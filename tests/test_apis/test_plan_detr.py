@@ -15,6 +15,7 @@ from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
 from ckptzoo.memory.measure.step_peak import measure_step
 from tests.helpers.plans import plan_midway
 from tests.helpers.detr import deformable_detr_cfg
+from tests.helpers.configs import one_step_on_generated_coco
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 LAYERS = [f'bbox_head.transformer.{part}.layers.{i}' for part, n in (('encoder', 2),
@@ -25,17 +26,8 @@ LAYERS = [f'bbox_head.transformer.{part}.layers.{i}' for part, n in (('encoder',
 def _cfg(root, work_dir):
     cfg = Config.fromfile(osp.join(ROOT, 'configs/coco/retinanet_r18_fpn_synthetic_coco_cp.py'))
     cfg.model = deformable_detr_cfg(num_classes=len(SYNTHETIC_CLASSES), with_box_refine=True)
-    for t in cfg.data.train.pipeline:
-        if t['type'] == 'Resize':
-            t.update(img_scale=[(64, 64)], multiscale_mode='value')
-    cfg.data.train.update(ann_file=osp.join(root, 'annotations/instances_train2017.json'),
-                          img_prefix=osp.join(root, 'train2017/'))
-    cfg.data.update(samples_per_gpu=2)
-    cfg.work_dir = work_dir
-    cfg.checkpoint_config = cfg.lr_config = cfg.custom_hooks = cfg.evaluation = None
-    cfg.log_config = None
-    cfg.runner = dict(type='IterBasedRunner', max_iters=1)
-    cfg.optimizer = dict(type='AdamW', lr=1e-4, weight_decay=1e-4)
+    one_step_on_generated_coco(cfg, root, work_dir,
+                               optimizer=dict(type='AdamW', lr=1e-4, weight_decay=1e-4))
     return cfg
 
 

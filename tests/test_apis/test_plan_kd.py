@@ -16,6 +16,7 @@ from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
 from ckptzoo.memory.measure.step_peak import measure_step
 from tests.test_models.test_kd_one_stage import _cfg as kd_model_cfg
 from tests.helpers.plans import plan_midway
+from tests.helpers.configs import one_step_on_generated_coco
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -23,17 +24,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 def _cfg(root, work_dir):
     cfg = Config.fromfile(osp.join(ROOT, 'configs/coco/retinanet_r18_fpn_synthetic_coco_cp.py'))
     cfg.model = kd_model_cfg()
-    for t in cfg.data.train.pipeline:
-        if t['type'] == 'Resize':
-            t.update(img_scale=[(64, 64)], multiscale_mode='value')
-    cfg.data.train.update(ann_file=osp.join(root, 'annotations/instances_train2017.json'),
-                          img_prefix=osp.join(root, 'train2017/'))
-    cfg.data.update(samples_per_gpu=2)
-    cfg.work_dir = work_dir
-    cfg.checkpoint_config = cfg.lr_config = cfg.custom_hooks = cfg.evaluation = None
-    cfg.log_config = None
-    cfg.runner = dict(type='IterBasedRunner', max_iters=1)
-    cfg.optimizer = dict(type='SGD', lr=0.01, momentum=0.9)
+    one_step_on_generated_coco(cfg, root, work_dir)
     return cfg
 
 

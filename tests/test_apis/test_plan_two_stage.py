@@ -17,6 +17,7 @@ from ckptzoo.datasets.synthetic_voc import SYNTHETIC_CLASSES
 from ckptzoo.memory.measure.step import probe_batch, worst_case_shape
 from ckptzoo.memory.measure.step_peak import measure_step
 from tests.helpers.plans import plan_midway
+from tests.helpers.configs import one_step_on_generated_coco
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 NUM, POS_FRACTION = 32, 0.25
@@ -32,17 +33,7 @@ def _cfg(root, work_dir):
     roi.bbox_head.update(in_channels=16, fc_out_channels=32)
     roi.mask_head.update(in_channels=16, conv_out_channels=16)
     cfg.model.train_cfg.rcnn.sampler.update(num=NUM, pos_fraction=POS_FRACTION)
-    for t in cfg.data.train.pipeline:
-        if t['type'] == 'Resize':
-            t.update(img_scale=[(64, 64)], multiscale_mode='value')
-    cfg.data.train.update(ann_file=osp.join(root, 'annotations/instances_train2017.json'),
-                          img_prefix=osp.join(root, 'train2017/'))
-    cfg.data.update(samples_per_gpu=2)
-    cfg.work_dir = work_dir
-    cfg.checkpoint_config = cfg.lr_config = cfg.custom_hooks = cfg.evaluation = None
-    cfg.log_config = None
-    cfg.runner = dict(type='IterBasedRunner', max_iters=1)
-    cfg.optimizer = dict(type='SGD', lr=0.01, momentum=0.9)
+    one_step_on_generated_coco(cfg, root, work_dir)
     return cfg
 
 

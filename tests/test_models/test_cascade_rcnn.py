@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
-from torch.utils import checkpoint as torch_cp
 
 from ckptzoo.core.mask import PolygonMasks
 from ckptzoo.models import CascadeRCNN
 from ckptzoo.registry import build_detector
 
-from tests.helpers.checkpointing import one_thread
+from tests.helpers.checkpointing import one_thread, counting_calls
 from tests.helpers.detectors import cascade_cfg, img_meta
 
 one_thread = pytest.fixture(autouse=True)(one_thread)
@@ -86,22 +85,6 @@ def test_stage_loss_weights_scale_the_losses_but_not_acc(monkeypatch):
         assert weighted[f's{i}.acc'] == plain[f's{i}.acc']
 
 
-def _counting(monkeypatch):
-    calls = dict(checkpoint=0, offload=0)
-    real_cp, real_offload = torch_cp.checkpoint, torch.autograd.graph.save_on_cpu
-
-    def counting_cp(fn, *args, **kwargs):
-        calls['checkpoint'] += 1
-        return real_cp(fn, *args, **kwargs)
-
-    def counting_offload(*args, **kwargs):
-        calls['offload'] += 1
-        return real_offload(*args, **kwargs)
-    monkeypatch.setattr(torch_cp, 'checkpoint', counting_cp)
-    monkeypatch.setattr(torch.autograd.graph, 'save_on_cpu', counting_offload)
-    return calls
-
-
 @pytest.mark.filterwarnings('ignore:checkpoint mode .offload.')
 @pytest.mark.parametrize('mode', [None, 'full', 'selective', 'offload'])
 def test_every_mode_on_the_roi_units_equals_plain(monkeypatch, mode):
@@ -118,7 +101,7 @@ def test_every_mode_on_the_roi_units_equals_plain(monkeypatch, mode):
         model.load_state_dict(state)
         model.set_checkpoint_plan({key: mode})
         with monkeypatch.context() as patch:
-            calls = _counting(patch)
+            calls = counting_calls(patch)
             got = _step(model, batch)
         (log_r, grads_r, bufs_r), (log_g, grads_g, bufs_g) = ref, got
         assert log_g == pytest.approx(log_r, rel=1e-6, abs=1e-7)

@@ -19,6 +19,7 @@ from ckptzoo.registry import MODELS, UnknownKeyError, build_model
 from tests.helpers import user_parts  # noqa: F401  (registers the user's parts)
 from tests.helpers.plans import plan_midway
 from tests.helpers.checkpointing import assert_same_run, one_thread, run_once
+from tests.helpers.configs import one_step_on_generated_coco
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -165,17 +166,7 @@ def test_a_user_backbone_trains_with_cp_and_is_planned(tmp_path):
     root = generate_coco(str(tmp_path / 'coco'), num_train=4, num_val=0, img_size=(64, 64),
                          classes=('circle', 'square', 'triangle'), seed=0)
     cfg = _retinanet_cfg(with_cp=True)
-    for t in cfg.data.train.pipeline:
-        if t['type'] == 'Resize':
-            t.update(img_scale=[(64, 64)], multiscale_mode='value')
-    cfg.data.train.update(ann_file=osp.join(root, 'annotations/instances_train2017.json'),
-                          img_prefix=osp.join(root, 'train2017/'))
-    cfg.data.update(samples_per_gpu=2)
-    cfg.work_dir = str(tmp_path / 'work')
-    cfg.checkpoint_config = cfg.lr_config = cfg.custom_hooks = cfg.evaluation = None
-    cfg.log_config = None
-    cfg.runner = dict(type='IterBasedRunner', max_iters=1)
-    cfg.optimizer = dict(type='SGD', lr=0.01, momentum=0.9)
+    one_step_on_generated_coco(cfg, root, str(tmp_path / 'work'))
     set_random_seed(0)
     model = build_train_model(cfg)
     units = list(model.checkpoint_units())

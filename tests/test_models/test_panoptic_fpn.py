@@ -8,13 +8,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from torch.utils import checkpoint as torch_cp
 
 from ckptzoo.core.mask import BitmapMasks
 from ckptzoo.evaluation.panoptic_utils import INSTANCE_OFFSET
 from ckptzoo.models import PanopticFPN, TwoStagePanopticSegmentor
 from ckptzoo.registry import build_detector
-from tests.helpers.checkpointing import one_thread
+from tests.helpers.checkpointing import one_thread, counting_calls
 from tests.helpers.detectors import img_meta
 from tests.helpers.panoptic import NUM_STUFF, NUM_THINGS, panoptic_batch, panoptic_fpn_cfg
 
@@ -103,22 +102,6 @@ def test_no_detection_gives_a_stuff_map():
     assert pan.shape == (64, 64) and (pan < INSTANCE_OFFSET).all() and (pan >= NUM_THINGS).all()
 
 
-def _counting(monkeypatch):
-    calls = dict(checkpoint=0, offload=0)
-    real_cp, real_offload = torch_cp.checkpoint, torch.autograd.graph.save_on_cpu
-
-    def counting_cp(fn, *args, **kwargs):
-        calls['checkpoint'] += 1
-        return real_cp(fn, *args, **kwargs)
-
-    def counting_offload(*args, **kwargs):
-        calls['offload'] += 1
-        return real_offload(*args, **kwargs)
-    monkeypatch.setattr(torch_cp, 'checkpoint', counting_cp)
-    monkeypatch.setattr(torch.autograd.graph, 'save_on_cpu', counting_offload)
-    return calls
-
-
 @pytest.mark.filterwarnings('ignore:checkpoint mode .offload.')
 @pytest.mark.parametrize('mode', [None, 'full', 'selective', 'offload'])
 def test_every_mode_on_every_unit_equals_plain(monkeypatch, mode):
@@ -134,7 +117,7 @@ def test_every_mode_on_every_unit_equals_plain(monkeypatch, mode):
         model.load_state_dict(state)
         model.set_checkpoint_plan({units: mode})
         with monkeypatch.context() as patch:
-            calls = _counting(patch)
+            calls = counting_calls(patch)
             log_g, grads_g, bufs_g = _step(model, batch)
         assert log_g == pytest.approx(log_r, rel=1e-6, abs=1e-7)
         assert grads_g.keys() == grads_r.keys()

@@ -6,13 +6,12 @@ import copy
 import numpy as np
 import pytest
 import torch
-from torch.utils import checkpoint as torch_cp
 
 from ckptzoo.core.mask import BitmapMasks
 from ckptzoo.models import QueryInst, SparseRCNN
 from ckptzoo.registry import build_detector
 
-from tests.helpers.checkpointing import one_thread
+from tests.helpers.checkpointing import one_thread, counting_calls
 from tests.helpers.detectors import img_meta
 from tests.helpers.sparse_rcnn import sparse_batch, sparse_cfg
 
@@ -75,22 +74,6 @@ def test_simple_test_result_format(with_mask):
         assert all(r.shape[1] == 5 and r.dtype == np.float32 for r in result)
 
 
-def _counting(monkeypatch):
-    calls = dict(checkpoint=0, offload=0)
-    real_cp, real_offload = torch_cp.checkpoint, torch.autograd.graph.save_on_cpu
-
-    def counting_cp(fn, *args, **kwargs):
-        calls['checkpoint'] += 1
-        return real_cp(fn, *args, **kwargs)
-
-    def counting_offload(*args, **kwargs):
-        calls['offload'] += 1
-        return real_offload(*args, **kwargs)
-    monkeypatch.setattr(torch_cp, 'checkpoint', counting_cp)
-    monkeypatch.setattr(torch.autograd.graph, 'save_on_cpu', counting_offload)
-    return calls
-
-
 @pytest.mark.filterwarnings('ignore:checkpoint mode .offload.')
 @pytest.mark.parametrize('with_mask', [False, True])
 @pytest.mark.parametrize('mode', ['full', 'selective', 'offload'])
@@ -108,7 +91,7 @@ def test_every_mode_on_the_roi_units_equals_plain(monkeypatch, mode, with_mask):
     model.load_state_dict(state)
     model.set_checkpoint_plan({'roi_head': mode})
     with monkeypatch.context() as patch:
-        calls = _counting(patch)
+        calls = counting_calls(patch)
         got = _step(model, batch)
     (log_r, grads_r, bufs_r), (log_g, grads_g, bufs_g) = ref, got
     assert log_g == pytest.approx(log_r, rel=1e-6, abs=1e-7)

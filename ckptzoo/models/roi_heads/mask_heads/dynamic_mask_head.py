@@ -74,13 +74,7 @@ class DynamicMaskHead(FCNMaskHead):
         proposal_feat = proposal_feat.reshape(-1, self.in_channels)
         x = self.instance_interactive_conv(proposal_feat, roi_feat)
         x = x.permute(0, 2, 1).reshape(roi_feat.size())
-        for conv in self.convs:
-            x = conv(x)
-        if self.upsample is not None:
-            x = self.upsample(x)
-            if self.upsample_method == 'deconv':
-                x = self.relu(x)
-        return self.conv_logits(x)
+        return self._mask_logits(x)
 
     @force_fp32(apply_to=('mask_pred', ))
     def loss(self, mask_pred, mask_targets, labels):

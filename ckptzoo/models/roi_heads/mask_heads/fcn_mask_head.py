@@ -149,6 +149,11 @@ class FCNMaskHead(nn.Module):
     @auto_fp16()
     def forward(self, x):
         """(n, in_channels, h, w) RoI features -> (n, classes, h * s, w * s) mask logits."""
+        return self._mask_logits(x)
+
+    def _mask_logits(self, x):
+        """The convs, the upsampling and ``conv_logits`` (shared with heads that first mix
+        the RoI features with something else, e.g. ``DynamicMaskHead``)."""
         for conv in self.convs:
             x = conv(x)
         if self.upsample is not None:
