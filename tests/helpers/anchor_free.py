@@ -6,11 +6,11 @@ import copy
 import numpy as np
 import pytest
 import torch
-from torch.utils import checkpoint as torch_cp
 
 from ckptzoo.registry import build_detector
 
 from tests.helpers.detectors import img_meta
+from tests.helpers.checkpointing import counting_calls
 
 TEST_CFG = dict(nms_pre=1000, min_bbox_size=0, score_thr=0.0,
                 nms=dict(type='nms', iou_threshold=0.5), max_per_img=100)
@@ -73,19 +73,8 @@ def assert_every_mode_exact(monkeypatch, cfg, mode, data=None, units=HEAD_UNITS)
     model.load_state_dict(state)
     plan = model.set_checkpoint_plan({'bbox_head.*': mode})
     assert [plan[u] for u in units] == [mode] * len(units)
-    calls = dict(checkpoint=0, offload=0)
-    real_cp, real_offload = torch_cp.checkpoint, torch.autograd.graph.save_on_cpu
-
-    def counting_cp(fn, *args, **kwargs):
-        calls['checkpoint'] += 1
-        return real_cp(fn, *args, **kwargs)
-
-    def counting_offload(*args, **kwargs):
-        calls['offload'] += 1
-        return real_offload(*args, **kwargs)
     with monkeypatch.context() as patch:
-        patch.setattr(torch_cp, 'checkpoint', counting_cp)
-        patch.setattr(torch.autograd.graph, 'save_on_cpu', counting_offload)
+        calls = counting_calls(patch)
         got = step(model, data)
     (log_r, grads_r, bufs_r), (log_g, grads_g, bufs_g) = ref, got
     assert log_g == pytest.approx(log_r, rel=1e-6, abs=1e-7)
